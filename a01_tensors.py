@@ -1,0 +1,60 @@
+"""Sections 1.3 and 2 of "PyTorch in One Hour": checking the install, and tensors.
+
+Run: python a01_tensors.py
+"""
+
+import torch
+
+from common.cli import heading, make_parser, run
+
+
+def section_1_3_environment() -> None:
+    heading("1.3 Installing PyTorch: what this machine has")
+    print("torch.__version__:", torch.__version__)
+    print("torch.cuda.is_available():", torch.cuda.is_available())
+    print("torch.backends.mps.is_available():", torch.backends.mps.is_available())
+
+
+def section_2_1_ranks() -> torch.Tensor:
+    heading("2.1 Scalars, vectors, matrices and tensors")
+    tensor0d = torch.tensor(1)  # rank 0: from a Python integer
+    tensor1d = torch.tensor([1, 2, 3])  # rank 1: from a list
+    tensor2d = torch.tensor([[1, 2], [3, 4]])  # rank 2: from a nested list
+    tensor3d = torch.tensor([[[1, 2], [3, 4]], [[5, 6], [7, 8]]])  # rank 3
+    for name, tensor in [("tensor0d", tensor0d), ("tensor1d", tensor1d),
+                         ("tensor2d", tensor2d), ("tensor3d", tensor3d)]:
+        print(f"{name} (rank {tensor.ndim}):\n{tensor!s}")
+    return tensor1d
+
+
+def section_2_2_dtypes(tensor1d: torch.Tensor) -> None:
+    heading("2.2 Tensor data types")
+    print("tensor1d.dtype:", tensor1d.dtype)
+    floatvec = torch.tensor([1.0, 2.0, 3.0])
+    print("floatvec.dtype:", floatvec.dtype)
+    floatvec = tensor1d.to(torch.float32)
+    print("tensor1d.to(torch.float32).dtype:", floatvec.dtype)
+
+
+def section_2_3_operations() -> None:
+    heading("2.3 Common PyTorch tensor operations")
+    tensor2d = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    print("tensor2d:\n", tensor2d, sep="")
+    print("tensor2d.shape:", tensor2d.shape)
+    print("tensor2d.reshape(3, 2):\n", tensor2d.reshape(3, 2), sep="")
+    print("tensor2d.view(3, 2):\n", tensor2d.view(3, 2), sep="")
+    print("tensor2d.T:\n", tensor2d.T, sep="")
+    print("tensor2d.matmul(tensor2d.T):\n", tensor2d.matmul(tensor2d.T), sep="")
+    print("tensor2d @ tensor2d.T:\n", tensor2d @ tensor2d.T, sep="")
+
+
+def main() -> None:
+    make_parser(__doc__).parse_args()
+    section_1_3_environment()
+    tensor1d = section_2_1_ranks()
+    section_2_2_dtypes(tensor1d)
+    section_2_3_operations()
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,58 @@
+"""Section 5 of "PyTorch in One Hour": implementing multilayer neural networks (+ Exercise A.3).
+
+The NeuralNetwork class itself lives in common/__init__.py, because sections 7 to 9 use it too.
+
+Run: python a03_mlp.py
+"""
+
+import torch
+
+from common import NeuralNetwork
+from common.cli import heading, make_parser, run
+
+
+def count_trainable_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def section_5_architecture() -> None:
+    heading("5 Implementing multilayer neural networks: the model")
+    model = NeuralNetwork(50, 3)
+    print(model)
+    print("Total number of trainable model parameters:", count_trainable_parameters(model))
+    print("model.layers[0].weight.shape:", model.layers[0].weight.shape)
+
+
+def section_5_exercise_a3() -> None:
+    heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
+    # 2*30+30 + 30*20+20 + 20*2+2 = 752
+    print("NeuralNetwork(2, 2) trainable parameters:",
+          count_trainable_parameters(NeuralNetwork(2, 2)))
+
+
+def section_5_seeded_forward() -> None:
+    heading("5 Seeded weights and a forward pass")
+    torch.manual_seed(123)  # the same random initial weights every run
+    model = NeuralNetwork(50, 3)
+    print("model.layers[0].weight:\n", model.layers[0].weight, sep="")
+
+    torch.manual_seed(123)
+    X = torch.rand((1, 50))
+    print("model(X):", model(X))
+    with torch.no_grad():  # inference only: no graph to build
+        out = model(X)
+    print("model(X) under torch.no_grad():", out)
+    with torch.no_grad():
+        out = torch.softmax(model(X), dim=1)
+    print("torch.softmax(model(X), dim=1):", out)
+
+
+def main() -> None:
+    make_parser(__doc__).parse_args()
+    section_5_architecture()
+    section_5_exercise_a3()
+    section_5_seeded_forward()
+
+
+if __name__ == "__main__":
+    run(main)

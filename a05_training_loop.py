@@ -1,0 +1,94 @@
+"""Section 7 of "PyTorch in One Hour": a typical training loop.
+
+Trains section 5's NeuralNetwork on section 6's toy data, then looks at its predictions.
+
+Run: python a05_training_loop.py
+"""
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
+from common.cli import add_training_flags, heading, make_parser, run
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = make_parser(__doc__)
+    add_training_flags(parser)
+    args = parser.parse_args(argv)
+    # NEW: with drop_last, a batch larger than the data set would leave nothing to train on
+    num_examples = len(toy_data()[1])
+    if args.batch_size > num_examples:
+        parser.error(f"argument --batch-size: {args.batch_size} is larger than the "
+                     f"{num_examples} training examples; use 1 to {num_examples}")
+    return args
+
+
+def train(model: torch.nn.Module, train_loader: DataLoader,
+          optimizer: torch.optim.Optimizer, num_epochs: int) -> None:
+    for epoch in range(num_epochs):
+        model.train()
+        for batch_idx, (features, labels) in enumerate(train_loader):
+            logits = model(features)
+            loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
+
+            optimizer.zero_grad()  # otherwise gradients accumulate across batches
+            loss.backward()
+            optimizer.step()
+
+            # LOGGING
+            print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
+                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
+                  f" | Train/Val Loss: {loss:.2f}")
+        model.eval()
+        # Optional model evaluation would go here
+
+
+def train_tutorial_model(args: argparse.Namespace
+                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader]:
+    """Section 7's setup and loop: returns (model, train_loader, test_loader)."""
+    train_loader, test_loader = toy_loaders(args.batch_size)
+    torch.manual_seed(args.seed)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    train(model, train_loader, optimizer, args.epochs)
+    return model, train_loader, test_loader
+
+
+def show_predictions(model: torch.nn.Module) -> None:
+    X_train, y_train, _, _ = toy_data()
+    model.eval()
+    with torch.no_grad():
+        outputs = model(X_train)
+    print("Logits:\n", outputs, sep="")
+
+    torch.set_printoptions(sci_mode=False)  # 0.0009 rather than 9.0e-04
+    probas = torch.softmax(outputs, dim=1)
+    print("Class-membership probabilities (softmax):\n", probas, sep="")
+
+    predictions = torch.argmax(probas, dim=1)
+    print("argmax of the probabilities:", predictions)
+    predictions = torch.argmax(outputs, dim=1)
+    print("argmax of the logits:", predictions)
+    print("predictions == y_train:", predictions == y_train)
+    print("torch.sum(predictions == y_train):", torch.sum(predictions == y_train))
+
+
+def main() -> None:
+    args = parse_args()
+    heading("7 A typical training loop")
+    model, train_loader, test_loader = train_tutorial_model(args)
+
+    heading("7 Predictions on the training set")
+    show_predictions(model)
+
+    heading("7 compute_accuracy")
+    print("Training accuracy:", compute_accuracy(model, train_loader))
+    print("Test accuracy:", compute_accuracy(model, test_loader))
+
+
+if __name__ == "__main__":
+    run(main)

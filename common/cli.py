@@ -1,0 +1,72 @@
+"""Command-line helpers the scripts share: a parser that shows defaults, and range-checked types.
+
+A bad value becomes argparse's usage error (exit 2) that names the flag and the allowed range,
+never a traceback from deep inside torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def make_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A parser whose --help starts with the script's docstring and lists every default."""
+    return argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    return _in_range(int, text, minimum=1, what="a whole number >= 1")
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    return _in_range(int, text, minimum=0, what="a whole number >= 0")
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _in_range(float, text, minimum=0.0, what="a number > 0")
+    if value == 0.0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number > 0 (finite)")
+    return value
+
+
+def _in_range(kind: type, text: str, minimum: float, what: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+    return value
+
+
+def add_training_flags(parser: argparse.ArgumentParser) -> None:
+    """The knobs of section 7's training loop, with the tutorial's values as defaults."""
+    parser.add_argument("--epochs", type=positive_int, default=3,
+                        help="passes over the training data (default: %(default)s)")
+    parser.add_argument("--lr", type=positive_float, default=0.5,
+                        help="SGD learning rate (default: %(default)s)")
+    parser.add_argument("--batch-size", type=positive_int, default=2,
+                        help="examples per training batch (default: %(default)s)")
+    parser.add_argument("--seed", type=nonnegative_int, default=123,
+                        help="seed for torch.manual_seed (default: %(default)s)")
+
+
+def heading(title: str) -> None:
+    """Print a section heading; the title starts with the tutorial's section number."""
+    print(f"\n=== {title} ===")
+
+
+def run(main) -> None:
+    """Call ``main()``; Ctrl-C ends the script at once with one line instead of a traceback."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("\nInterrupted (Ctrl-C): stopped before the end; files already written are whole.",
+              file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,53 @@
+"""Run the whole companion in the tutorial's order: python -m common.walkthrough
+
+Each script runs in a fresh temporary folder (so a06's model.pth leaves no litter) and prints
+straight to the terminal; the walkthrough stops with a clear message at the first that fails.
+a08 runs under torchrun with two processes, as section 9.3 shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+STEPS = [
+    ("a01_tensors.py", []),
+    ("a02_autograd.py", []),
+    ("a03_mlp.py", []),
+    ("a04_dataloaders.py", []),
+    ("a05_training_loop.py", []),
+    ("a06_save_load.py", []),
+    ("a07_gpu_single.py", []),
+    ("a08_ddp_torchrun.py", TORCHRUN),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args()
+    for script, launcher in STEPS:
+        command = (launcher or [sys.executable]) + [str(ROOT / script)]
+        shown = ("torchrun --standalone --nproc_per_node=2 " if launcher else "python ") + script
+        print(f"\n##### {shown} #####", flush=True)
+        with tempfile.TemporaryDirectory() as workdir:
+            try:
+                returncode = subprocess.run(command, cwd=workdir).returncode
+            except KeyboardInterrupt:
+                print(f"\nWalkthrough interrupted during {script}.", file=sys.stderr)
+                return 130
+        if returncode != 0:
+            print(f"\nWalkthrough stopped: {script} failed (exit status {returncode}). "
+                  f"Run `{shown}` from the repository to see it alone.", file=sys.stderr)
+            return 1
+    print(f"\nWalkthrough complete: all {len(STEPS)} scripts ran.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
