@@ -12,18 +12,14 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
-from common.cli import add_training_flags, heading, make_parser, run
+from common.cli import add_training_flags, check_batch_fits, heading, make_parser, run
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = make_parser(__doc__)
     add_training_flags(parser)
     args = parser.parse_args(argv)
-    # NEW: with drop_last, a batch larger than the data set would leave nothing to train on
-    num_examples = len(toy_data()[1])
-    if args.batch_size > num_examples:
-        parser.error(f"argument --batch-size: {args.batch_size} is larger than the "
-                     f"{num_examples} training examples; use 1 to {num_examples}")
+    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # NEW: a clear error
     return args
 
 

@@ -70,3 +70,15 @@ def run(main) -> None:
         print("\nInterrupted (Ctrl-C): stopped before the end; files already written are whole.",
               file=sys.stderr)
         sys.exit(130)
+
+
+def positive_int_list(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated whole numbers >= 1, e.g. 64,128,256."""
+    return tuple(positive_int(part) for part in text.split(","))
+
+
+def check_batch_fits(parser: argparse.ArgumentParser, batch_size: int, num_examples: int) -> None:
+    """With drop_last, a batch larger than the data set would leave nothing to train on."""
+    if batch_size > num_examples:
+        parser.error(f"argument --batch-size: {batch_size} is larger than the "
+                     f"{num_examples} training examples; use 1 to {num_examples}")

@@ -1,0 +1,137 @@
+"""Sections 9.1 and 9.2 of "PyTorch in One Hour": computations on GPU devices, single-GPU
+training (+ Exercise A.4 with --benchmark).
+
+Section 7's training loop with three changes, each marked NEW: a device variable, the model moved
+to it, every batch moved to it. Runs on CUDA, Apple's MPS, or the CPU.
+
+Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark]
+"""
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
+from common.cli import (
+    add_training_flags,
+    check_batch_fits,
+    heading,
+    make_parser,
+    positive_int_list,
+    run,
+)
+from common.devices import DEVICE_CHOICES, DeviceError, detect_accelerator, resolve_device
+from common.matmul_benchmark import DEFAULT_SIZES, crossover, format_table, run_benchmark
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = make_parser(__doc__)
+    add_training_flags(parser)
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
+                        help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
+    parser.add_argument("--benchmark", action="store_true",
+                        help="Exercise A.4: time matrix multiplication on CPU and accelerator "
+                             "(default: off)")
+    parser.add_argument("--sizes", type=positive_int_list,
+                        default=DEFAULT_SIZES, metavar="N,N,...",
+                        help="matrix sizes for --benchmark (default: %s)"
+                             % ",".join(map(str, DEFAULT_SIZES)))
+    args = parser.parse_args(argv)
+    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # NEW: a clear error
+    try:
+        args.device = resolve_device(args.device)
+    except DeviceError as err:
+        parser.error(f"argument {err}")
+    return args
+
+
+def section_9_1_tensors_on_device(device: torch.device) -> None:
+    tensor_1 = torch.tensor([1.0, 2.0, 3.0])
+    tensor_2 = torch.tensor([4.0, 5.0, 6.0])
+    print("On the CPU:", tensor_1 + tensor_2)
+    if device.type == "cpu":
+        found = detect_accelerator()
+        print(f"Training device: cpu ({'--device cpu' if found else 'no accelerator found'}).")
+        print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
+              "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
+              "to be on the same device. Every tensor in one operation must live on one device.")
+        return
+    print(f"Training device: {device}")
+    tensor_1 = tensor_1.to(device)
+    tensor_2 = tensor_2.to(device)
+    print(f"On {device.type}:", tensor_1 + tensor_2)
+    try:
+        tensor_1 + tensor_2.to("cpu")
+    except RuntimeError as err:
+        print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
+
+
+def exercise_a4_benchmark(sizes: tuple[int, ...]) -> None:
+    found = detect_accelerator()
+    accelerator = torch.device(found) if found else None
+    rows = run_benchmark(sizes, accelerator)
+    print("Median time of one float32 (size x size) @ (size x size) product:")
+    print(format_table(rows, accelerator))
+    if accelerator is None:
+        print("No accelerator on this machine, so there is no second column to compare with.")
+        return
+    size = crossover(rows)
+    print(f"The {accelerator.type.upper()} wins from size {size} on." if size else
+          f"The {accelerator.type.upper()} did not win at any size measured.")
+
+
+def train(model: torch.nn.Module, train_loader: DataLoader,
+          optimizer: torch.optim.Optimizer, num_epochs: int,
+          device: torch.device) -> None:  # NEW: the device to train on
+    for epoch in range(num_epochs):
+        model.train()
+        for batch_idx, (features, labels) in enumerate(train_loader):
+            features, labels = features.to(device), labels.to(device)  # NEW: batch to device
+            logits = model(features)
+            loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
+
+            optimizer.zero_grad()  # otherwise gradients accumulate across batches
+            loss.backward()
+            optimizer.step()
+
+            # LOGGING
+            print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
+                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
+                  f" | Train/Val Loss: {loss:.2f}")
+        model.eval()
+        # Optional model evaluation would go here
+
+
+def train_tutorial_model(args: argparse.Namespace
+                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader]:
+    """Section 7's setup and loop on args.device: returns (model, train_loader, test_loader)."""
+    train_loader, test_loader = toy_loaders(args.batch_size)
+    torch.manual_seed(args.seed)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    device = args.device  # NEW: the tutorial's torch.device("cuda" if ... else "cpu")
+    model = model.to(device)  # NEW: move the parameters to the device
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    train(model, train_loader, optimizer, args.epochs, device)
+    return model, train_loader, test_loader
+
+
+def main() -> None:
+    args = parse_args()
+    heading("9.1 Computations on GPU devices")
+    section_9_1_tensors_on_device(args.device)
+    if args.benchmark:
+        heading("9.1 Exercise A.4: when does the accelerator win?")
+        exercise_a4_benchmark(args.sizes)
+
+    heading("9.2 Single-GPU training")
+    model, train_loader, test_loader = train_tutorial_model(args)
+
+    heading("9.2 compute_accuracy")
+    print("Training accuracy:", compute_accuracy(model, train_loader, device=args.device))
+    print("Test accuracy:", compute_accuracy(model, test_loader, device=args.device))
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,47 @@
+"""Choosing the device to train on (our addition to section 9: a --device flag that works
+on every machine and says clearly when the asked-for device is not there)."""
+
+from __future__ import annotations
+
+import torch
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
+
+
+class DeviceError(Exception):
+    """The asked-for device does not exist here; the message says what to do instead."""
+
+
+def detect_accelerator() -> str | None:
+    """The machine's accelerator type ('cuda', 'mps', ...), or None for a CPU-only machine.
+
+    torch.accelerator (2.6+) knows every backend; older torch is asked about CUDA and MPS.
+    """
+    accelerator_api = getattr(torch, "accelerator", None)
+    if accelerator_api is not None and hasattr(accelerator_api, "current_accelerator"):
+        if not accelerator_api.is_available():  # before 2.7, current_accelerator() may not be None
+            return None
+        return accelerator_api.current_accelerator().type
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return None
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``auto``: the accelerator if there is one (CUDA, then MPS), else the CPU."""
+    if name == "auto":
+        return torch.device(detect_accelerator() or "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("--device cuda: this machine has no usable CUDA GPU "
+                          f"(torch {torch.__version__}); use --device auto or --device cpu")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise DeviceError("--device mps: Apple's MPS backend is not available here "
+                          "(it needs an Apple-silicon Mac); use --device auto or --device cpu")
+    if name not in DEVICE_CHOICES:
+        raise DeviceError(f"--device {name}: unknown; choose one of {', '.join(DEVICE_CHOICES)}")
+    return torch.device(name)
+

@@ -1,0 +1,63 @@
+"""Exercise A.4, measured properly: matrix multiplication on the CPU and on the accelerator.
+
+The author's solution times one small product with %timeit and does not wait for the GPU, so its
+GPU figure is mostly the time to launch a kernel. torch.utils.benchmark warms up, synchronizes the
+accelerator around each measurement, repeats, and reports the median.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils import benchmark
+
+DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
+
+
+@dataclass
+class Row:
+    size: int
+    cpu_s: float
+    accelerator_s: float | None  # None on a CPU-only machine
+
+
+def time_matmul(size: int, device: torch.device, min_run_time: float = 0.2) -> float:
+    """Median seconds of one (size x size) @ (size x size) float32 product on ``device``."""
+    generator = torch.Generator().manual_seed(size)
+    a = torch.rand(size, size, generator=generator).to(device)
+    b = torch.rand(size, size, generator=generator).to(device)
+    (a @ b).sum().item()  # warm-up: first call pays for kernel selection and allocation
+    timer = benchmark.Timer(stmt="a @ b", globals={"a": a, "b": b})
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def run_benchmark(sizes: tuple[int, ...], accelerator: torch.device | None) -> list[Row]:
+    cpu = torch.device("cpu")
+    return [Row(size, time_matmul(size, cpu),
+                time_matmul(size, accelerator) if accelerator is not None else None)
+            for size in sizes]
+
+
+def crossover(rows: list[Row]) -> int | None:
+    """The smallest size from which on the accelerator is faster at every larger size."""
+    winner = None
+    for row in reversed(rows):
+        if row.accelerator_s is None or row.accelerator_s >= row.cpu_s:
+            break
+        winner = row.size
+    return winner
+
+
+def format_table(rows: list[Row], accelerator: torch.device | None) -> str:
+    name = accelerator.type.upper() if accelerator is not None else None
+    header = f"{'size':>6} | {'CPU (ms)':>10}"
+    if name:
+        header += f" | {name + ' (ms)':>10} | {'speed-up':>8}"
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        line = f"{row.size:>6} | {row.cpu_s * 1e3:>10.3f}"
+        if row.accelerator_s is not None:
+            line += f" | {row.accelerator_s * 1e3:>10.3f} | {row.cpu_s / row.accelerator_s:>7.1f}x"
+        lines.append(line)
+    return "\n".join(lines)
