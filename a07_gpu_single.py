@@ -36,8 +36,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "(default: off)")
     parser.add_argument("--sizes", type=positive_int_list,
                         default=DEFAULT_SIZES, metavar="N,N,...",
-                        help="matrix sizes for --benchmark (default: %s)"
-                             % ",".join(map(str, DEFAULT_SIZES)))
+                        help=f"matrix sizes for --benchmark "
+                             f"(default: {','.join(map(str, DEFAULT_SIZES))})")
     args = parser.parse_args(argv)
     check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # NEW: a clear error
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-__all__ = ["ToyDataset", "NeuralNetwork", "compute_accuracy", "toy_data", "toy_loaders"]
+__all__ = ["NeuralNetwork", "ToyDataset", "compute_accuracy", "toy_data", "toy_loaders"]
 
 
 def toy_data() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

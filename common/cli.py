@@ -7,6 +7,7 @@ never a traceback from deep inside torch.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -63,9 +64,13 @@ def heading(title: str) -> None:
 
 
 def run(main) -> None:
-    """Call ``main()``; Ctrl-C ends the script at once with one line instead of a traceback."""
+    """Call ``main()``; Ctrl-C ends the script at once with one line instead of a traceback,
+    and a closed pipe (``| head``) ends it quietly."""
     try:
         main()
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except KeyboardInterrupt:
         print("\nInterrupted (Ctrl-C): stopped before the end; files already written are whole.",
               file=sys.stderr)

@@ -28,10 +28,20 @@ def clean_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that were free a moment ago (held together while choosing)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def repo_litter() -> set[str]:
@@ -57,14 +67,53 @@ def workdir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("run")
 
 
+DEFAULT_RUN_SCRIPTS = ("a01_tensors.py", "a02_autograd.py", "a03_mlp.py", "a04_dataloaders.py",
+                       "a05_training_loop.py", "a06_save_load.py", "a07_gpu_single.py",
+                       "a08_ddp_torchrun.py")
+
+
+def run_concurrently(commands: dict, cwd_of, timeout: float = 300) -> dict:
+    """Start every command at once (this machine has idle cores while one script imports
+    torch), then collect each one's output; each result's ``cwd`` is where it ran."""
+    cwds = {key: cwd_of(key) for key in commands}
+    started = {key: subprocess.Popen(command, cwd=cwds[key], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=clean_env())
+               for key, command in commands.items()}
+    results = {}
+    for key, process in started.items():
+        stdout, stderr = process.communicate(timeout=timeout)
+        results[key] = subprocess.CompletedProcess(commands[key], process.returncode,
+                                                   stdout, stderr)
+        results[key].cwd = cwds[key]
+    return results
+
+
 @pytest.fixture(scope="session")
 def default_run(tmp_path_factory):
-    """``default_run(script)``: the script's output with no flags, run once per test session."""
+    """``default_run(script)``: the script's output with no flags, each in its own temporary
+    folder; all scripts are run once per test session, side by side."""
     cache: dict[str, subprocess.CompletedProcess] = {}
 
     def get(script: str) -> subprocess.CompletedProcess:
-        if script not in cache:
-            cache[script] = run_script(script, cwd=tmp_path_factory.mktemp(script[:3]))
+        if not cache:
+            cache.update(run_concurrently(
+                {name: [sys.executable, str(ROOT / name)] for name in DEFAULT_RUN_SCRIPTS},
+                cwd_of=lambda name: tmp_path_factory.mktemp(name[:3])))
         return cache[script]
 
     return get
+
+
+def torchrun_command(nproc: int, *args: str, port: int | None = None,
+                     launcher_args: tuple[str, ...] = ()) -> list[str]:
+    """`torchrun --nproc_per_node=N a08_ddp_torchrun.py args...` on a free port."""
+    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+            *(launcher_args or ("--master_addr=127.0.0.1", f"--master_port={port or free_port()}")),
+            str(ROOT / "a08_ddp_torchrun.py"), *args]
+
+
+def torchrun(nproc: int, *args: str, cwd: Path, timeout: float = 180,
+             launcher_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run(torchrun_command(nproc, *args, launcher_args=launcher_args),
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=clean_env())

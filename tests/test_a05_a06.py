@@ -1,7 +1,6 @@
 """a05 (section 7, training loop) and a06 (section 8, saving and loading)."""
 
 import pytest
-
 from conftest import run_script, section
 
 TUTORIAL_LOSS_LINES = [
@@ -63,9 +62,9 @@ def test_a05_flags_change_the_run(workdir):
 
 
 @pytest.fixture(scope="module")
-def a06(tmp_path_factory):
-    cwd = tmp_path_factory.mktemp("a06")
-    return cwd, run_script("a06_save_load.py", cwd=cwd)
+def a06(default_run):
+    result = default_run("a06_save_load.py")
+    return result.cwd, result
 
 
 def test_a06_section_8_trains_saves_and_matches_keys(a06):

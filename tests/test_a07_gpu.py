@@ -1,0 +1,63 @@
+"""a07 (sections 9.1, 9.2, Exercise A.4) on this CPU-only machine; device choice and errors."""
+
+import re
+
+import pytest
+import torch
+from conftest import run_script, section
+from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available() or torch.backends.mps.is_available(),
+                                reason="these expectations are for a CPU-only machine")
+
+
+@pytest.fixture(scope="module")
+def a07(default_run):
+    return default_run("a07_gpu_single.py")
+
+
+def test_a07_section_9_2_same_six_losses_as_a05(a07):
+    assert a07.returncode == 0, a07.stderr
+    assert loss_lines(section(a07.stdout, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
+    text = section(a07.stdout, "9.2 compute_accuracy")
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in text
+
+
+def test_a07_section_9_1_without_accelerator_explains(a07):
+    text = section(a07.stdout, "9.1 Computations on GPU devices")
+    assert "On the CPU: tensor([5., 7., 9.])\n" in text
+    assert "Training device: cpu (no accelerator found).\n" in text
+    assert "tensor([5., 7., 9.], device='cuda:0')" in text
+    assert "Expected all tensors" in text
+
+
+def test_a07_device_cpu_explicit(workdir):
+    result = run_script("a07_gpu_single.py", "--device", "cpu", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert loss_lines(result.stdout) == TUTORIAL_LOSS_LINES
+    assert "Training device: cpu (no accelerator found).\n" in result.stdout
+
+
+@pytest.mark.parametrize("device, message", [
+    ("cuda", "argument --device cuda: this machine has no usable CUDA GPU"),
+    ("mps", "argument --device mps: Apple's MPS backend is not available here"),
+    ("tpu", "argument --device: invalid choice: 'tpu'"),
+])
+def test_a07_missing_device_is_a_one_line_error(device, message, workdir):
+    result = run_script("a07_gpu_single.py", "--device", device, cwd=workdir)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_a07_exercise_a4_benchmark_table(workdir):
+    result = run_script("a07_gpu_single.py", "--benchmark", "--sizes", "16,64,128",
+                        "--epochs", "1", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    text = section(result.stdout, "9.1 Exercise A.4")
+    rows = re.findall(r"^ +(\d+) \| +(\d+\.\d{3})$", text, flags=re.M)
+    assert [size for size, _ in rows] == ["16", "64", "128"]
+    assert all(float(ms) > 0 for _, ms in rows)
+    assert "  size |   CPU (ms)\n" in text
+    assert "No accelerator on this machine, so there is no second column" in text

@@ -1,0 +1,183 @@
+"""a08 under real torchrun on CPU with gloo: any number of processes, one or two 'machines'."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import (
+    ROOT,
+    clean_env,
+    free_port,
+    free_ports,
+    run_concurrently,
+    torchrun,
+    torchrun_command,
+)
+
+LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/003 \| Batchsize 002 \| "
+                  r"Train/Val Loss: (\d\.\d\d)$")
+TRAIN_ACC = re.compile(r"^\[CPU(\d+)\] Training accuracy (\S+)$")
+TEST_ACC = re.compile(r"^\[CPU(\d+)\] Test accuracy (\S+)$")
+GLOBAL = re.compile(r"^Global (training|test) accuracy over all (\d+) processes: "
+                    r"(\S+) \((\d+) of (\d+) examples\)$")
+HEADER = re.compile(r"^(|=== 9\.3 .*|PyTorch version: .*|CUDA available: .*|"
+                    r"Number of GPUs available: .*|Processes: .*|Note: .*)$")
+
+
+def parse(stdout: str) -> dict:
+    """Every stdout line must be one whole line of a known kind; spliced lines fail here."""
+    out = {"loss": {}, "train_acc": {}, "test_acc": {}, "global": [], "header": []}
+    for line in stdout.splitlines():
+        if m := LOSS.match(line):
+            out["loss"].setdefault(int(m[1]), []).append((int(m[2]), float(m[3])))
+        elif m := TRAIN_ACC.match(line):
+            out["train_acc"].setdefault(int(m[1]), []).append(m[2])
+        elif m := TEST_ACC.match(line):
+            out["test_acc"].setdefault(int(m[1]), []).append(m[2])
+        elif m := GLOBAL.match(line):
+            out["global"].append(m.groups())
+        elif HEADER.match(line):
+            out["header"].append(line)
+        else:
+            pytest.fail(f"unexpected or spliced line: {line!r}")
+    return out
+
+
+def expected_samples(nproc: int) -> int:
+    return 5 if -(-5 // nproc) >= 2 else 2 * nproc
+
+
+NPROCS = [1, 2, 3, 5, 8]
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory) -> dict:
+    """a08 under torchrun for every N, all launched at once on their own free ports: this also
+    shows that runs do not disturb one another."""
+    ports = dict(zip(NPROCS, free_ports(len(NPROCS)), strict=True))
+    return run_concurrently({n: torchrun_command(n, port=ports[n]) for n in NPROCS},
+                            cwd_of=lambda n: tmp_path_factory.mktemp(f"ddp{n}"))
+
+
+@pytest.fixture(params=NPROCS, ids=lambda n: f"N{n}")
+def ddp_run(request, ddp_runs):
+    return request.param, ddp_runs[request.param]
+
+
+def test_a08_exits_cleanly(ddp_run):
+    _, result = ddp_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "terminate called" not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a08_one_loss_line_per_rank_per_batch(ddp_run):
+    nproc, result = ddp_run
+    losses = parse(result.stdout)["loss"]
+    assert sorted(losses) == list(range(nproc))
+    # DistributedSampler pads to ceil(n / N) examples a rank, then the loader makes batches of 2
+    per_rank = -(-expected_samples(nproc) // nproc) // 2
+    for rank, lines in losses.items():
+        assert [epoch for epoch, _ in lines] == sorted([1, 2, 3] * per_rank), rank
+
+
+def test_a08_loss_falls(ddp_run):
+    _, result = ddp_run
+    losses = parse(result.stdout)["loss"]
+    first = [loss for lines in losses.values() for epoch, loss in lines if epoch == 1]
+    last = [loss for lines in losses.values() for epoch, loss in lines if epoch == 3]
+    assert sum(last) / len(last) < sum(first) / len(first)
+
+
+def test_a08_every_rank_accuracy_is_1(ddp_run):
+    nproc, result = ddp_run
+    parsed = parse(result.stdout)
+    assert parsed["train_acc"] == {rank: ["1.0"] for rank in range(nproc)}
+    assert parsed["test_acc"] == {rank: ["1.0"] for rank in range(nproc)}
+
+
+def test_a08_global_accuracy_once_on_rank_0(ddp_run):
+    nproc, result = ddp_run
+    n = expected_samples(nproc)
+    assert parse(result.stdout)["global"] == [
+        ("training", str(nproc), "1.0", str(n), str(n)),
+        ("test", str(nproc), "1.0", "2", "2"),
+    ]
+
+
+def test_a08_rank_0_header(ddp_run):
+    nproc, result = ddp_run
+    header = parse(result.stdout)["header"]
+    import torch
+    assert f"PyTorch version: {torch.__version__}" in header
+    assert "CUDA available: False" in header
+    assert "Number of GPUs available: 0" in header
+    assert f"Processes: {nproc}, training on cpu with the gloo backend" in header
+    assert result.stdout.count("PyTorch version:") == 1
+
+
+def test_a08_enlarges_data_only_when_needed(ddp_run):
+    nproc, result = ddp_run
+    notes = [line for line in parse(result.stdout)["header"] if line.startswith("Note: ")]
+    if nproc >= 5:
+        assert notes == [f"Note: 5 examples leave some of the {nproc} processes without a full "
+                         f"batch of 2; training on {2 * nproc} (the examples plus noisy copies; "
+                         f"see --num-samples)."]
+    else:
+        assert notes == []
+
+
+def test_a08_plain_python_is_one_process(default_run):
+    result = default_run("a08_ddp_torchrun.py")
+    assert result.returncode == 0, result.stderr
+    parsed = parse(result.stdout)
+    assert sorted(parsed["loss"]) == [0]
+    # the published script's own figures on torch 2.13 CPU (spec, a08)
+    assert [loss for _, loss in parsed["loss"][0]] == [0.66, 0.33, 0.10, 0.07, 0.04, 0.01]
+    assert parsed["train_acc"] == {0: ["1.0"]}
+
+
+def test_a08_two_machines_use_global_ranks(tmp_path):
+    """Two torchrun launches with --nnodes=2 sharing a rendezvous on localhost, 2 processes
+    each: global ranks 0 to 3 must each appear exactly once (LOCAL_RANK repeats 0, 1)."""
+    port = free_port()
+    launches = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}",
+             "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
+             str(ROOT / "a08_ddp_torchrun.py")],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=clean_env())
+        for node in (0, 1)
+    ]
+    outputs = [launch.communicate(timeout=180) for launch in launches]
+    for launch, (_, stderr) in zip(launches, outputs, strict=True):
+        assert launch.returncode == 0, stderr[-3000:]
+    ranks = []
+    for stdout, _ in outputs:
+        parsed = parse(stdout)
+        ranks += [rank for rank, values in parsed["train_acc"].items() for _ in values]
+    assert sorted(ranks) == [0, 1, 2, 3]
+    assert "Processes: 4," in outputs[0][0]
+    assert "Global training accuracy over all 4 processes: 1.0" in outputs[0][0]
+    assert "Global" not in outputs[1][0]
+
+
+def test_a08_losses_repeat_exactly(ddp_run, tmp_path):
+    nproc, first = ddp_run
+    if nproc != 2:
+        pytest.skip("checked at N=2")
+    second = torchrun(2, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert parse(second.stdout)["loss"] == parse(first.stdout)["loss"]
+
+
+@pytest.mark.stress
+def test_a08_fifty_runs_at_n2_all_exit_0(tmp_path):
+    failures = []
+    for attempt in range(50):
+        result = torchrun(2, cwd=tmp_path)
+        if result.returncode != 0 or "terminate called" in result.stderr:
+            failures.append((attempt, result.returncode, result.stderr[-500:]))
+    assert failures == []
