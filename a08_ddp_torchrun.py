@@ -13,6 +13,7 @@ import argparse
 import gc
 import os
 import platform
+import sys
 from datetime import timedelta
 
 import torch
@@ -23,6 +24,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler  # NEW
 
 from common import NeuralNetwork, ToyDataset, compute_accuracy, toy_data
+from common.checkpoint import CheckpointError
 from common.cli import add_training_flags, heading, positive_float, positive_int, run
 from common.distributed import (
     DistEnv,
@@ -34,7 +36,9 @@ from common.distributed import (
     gpu_shortage,
     print_line,
     samples_needed,
+    store_for_this_attempt,
 )
+from common.snapshot import Snapshot
 
 
 def parse_args(env: DistEnv, argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,7 +55,12 @@ def parse_args(env: DistEnv, argv: list[str] | None = None) -> argparse.Namespac
     parser.add_argument("--timeout", type=positive_float, default=120.0,
                         help="seconds to wait for the other processes in any collective "
                              "before giving up (default: %(default)s)")
+    parser.add_argument("--snapshot", metavar="PATH", default=None,
+                        help="save training state here after every epoch, and resume from it "
+                             "if it exists (default: no snapshots)")
     args = parser.parse_args(argv)
+    if args.snapshot is not None and not os.path.isdir(os.path.dirname(args.snapshot) or "."):
+        parser.error(f"argument --snapshot: the folder of {args.snapshot} does not exist")
     if args.num_samples is not None and not gives_full_batches(
             args.num_samples, env.world_size, args.batch_size):
         parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
@@ -84,12 +93,9 @@ def ddp_setup(env: DistEnv, device: torch.device, timeout_s: float) -> None:
         os.environ["USE_LIBUV"] = "0"  # Windows builds of torch lack libuv for the TCP store
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if env.launched:  # torchrun set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
-        dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size,
-                                timeout=timedelta(seconds=timeout_s))
-    else:  # one plain process: an in-memory store, no port needed
-        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1,
-                                timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size,
+                            timeout=timedelta(seconds=timeout_s),  # NEW (ours): bounded waits
+                            store=store_for_this_attempt(env, timedelta(seconds=timeout_s)))
 
 
 def prepare_dataset(args: argparse.Namespace, env: DistEnv
@@ -121,8 +127,9 @@ def prepare_dataset(args: argparse.Namespace, env: DistEnv
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
-          device: torch.device, prefix: str) -> None:  # NEW: prefix names the process
-    for epoch in range(num_epochs):
+          device: torch.device, prefix: str,  # NEW: prefix names the process
+          snapshot: Snapshot, start_epoch: int) -> None:  # NEW (ours): resuming
+    for epoch in range(start_epoch, num_epochs):
         train_loader.sampler.set_epoch(epoch)  # NEW: a different shuffle every epoch
         model.train()
         for features, labels in train_loader:
@@ -140,6 +147,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
                        f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         # Optional model evaluation would go here
+        snapshot.save(epochs_completed=epoch + 1)  # NEW (ours): rank 0 saves for resuming
 
 
 def evaluate(model: DDP, loaders: tuple[DataLoader, DataLoader, ToyDataset, ToyDataset],
@@ -164,8 +172,13 @@ def train_and_evaluate(args: argparse.Namespace, env: DistEnv) -> None:
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    snapshot = Snapshot(args.snapshot, model, optimizer, env.rank)  # NEW (ours): --snapshot
+    start_epoch = snapshot.restore()
+    if start_epoch:
+        print_line(f"{prefix} Resuming from epoch {start_epoch} ({args.snapshot}): "
+                   f"continuing with epoch {start_epoch + 1}")
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
-    train(model, loaders[0], optimizer, args.epochs, device, prefix)
+    train(model, loaders[0], optimizer, args.epochs, device, prefix, snapshot, start_epoch)
     evaluate(model, loaders, env, device, prefix)
 
 
@@ -182,6 +195,10 @@ def main() -> None:
     ddp_setup(env, args.device, args.timeout)
     try:
         train_and_evaluate(args, env)
+    except CheckpointError as err:  # NEW (ours): an unusable --snapshot file
+        if env.rank == 0:
+            print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
     finally:
         gc.collect()  # NEW: free the DDP model before the group goes (avoids an abort at exit)
         dist.destroy_process_group()  # NEW: on the error path too

@@ -7,6 +7,7 @@
 - ``fit_training_data``: noisy copies of the toy data when the world is too large for it.
 - ``count_correct_globally``: accuracy over all processes, each example counted once.
 - ``print_line``: one write per line, so lines from different ranks never splice.
+- ``store_for_this_attempt``: a key-value store that survives torchrun's restarts (see there).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -112,3 +114,24 @@ def print_line(text: str) -> None:
     writes each piece separately and lines from different processes interleave mid-line."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def store_for_this_attempt(env: DistEnv, timeout: timedelta) -> dist.Store | None:
+    """The store to build the process group on; None means torch's default (env://).
+
+    One plain process: an in-memory store, so no port is needed.
+
+    Under torchrun: the store that torchrun's agent hosts outlives the workers it restarts
+    (``--max-restarts``), and torch's default keys for the process group are the same in every
+    attempt. Restarted workers can then read the addresses their dead predecessors left there,
+    and gloo fails in ``connectFullMesh`` (Connection refused) or waits for keys that never
+    change. Prefixing the keys with the restart count gives every attempt keys of its own.
+    """
+    if not env.launched:
+        return dist.HashStore()
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None  # rank 0 hosts a fresh store in each attempt: nothing stale to read
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          world_size=env.world_size, is_master=False, timeout=timeout)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"a08/attempt{attempt}", store)
