@@ -1,0 +1,294 @@
+"""Bad input, unsafe or broken checkpoints, interrupted runs, a worker killed mid-training."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, clean_env, run_concurrently, run_script, torchrun_command
+
+BAD_FLAGS = [
+    ("a05_training_loop.py", ["--epochs", "0"], "argument --epochs: '0' is not a whole number >= 1"),
+    ("a05_training_loop.py", ["--batch-size", "-2"], "argument --batch-size: '-2' is not"),
+    ("a05_training_loop.py", ["--batch-size", "6"], "argument --batch-size: 6 is larger than"),
+    ("a05_training_loop.py", ["--lr", "0"], "argument --lr: '0' is not a number > 0"),
+    ("a05_training_loop.py", ["--lr", "nan"], "argument --lr: 'nan' is not a number > 0"),
+    ("a05_training_loop.py", ["--seed", "-1"], "argument --seed: '-1' is not a whole number >= 0"),
+    ("a06_save_load.py", ["--epochs", "two"], "argument --epochs: 'two' is not a whole number"),
+    ("a07_gpu_single.py", ["--device", "gpu"], "argument --device: invalid choice: 'gpu'"),
+    ("a07_gpu_single.py", ["--sizes", "64,0"], "argument --sizes: '0' is not a whole number"),
+    ("a08_ddp_torchrun.py", ["--lr", "-1"], "argument --lr: '-1' is not a number > 0"),
+    ("a08_ddp_torchrun.py", ["--num-samples", "1"],
+     "argument --num-samples: 1 examples leave some of the 1 processes without a full batch"),
+    ("a08_ddp_torchrun.py", ["--timeout", "0"], "argument --timeout: '0' is not a number > 0"),
+    ("a08_ddp_torchrun.py", ["--snapshot", "no/such/folder/s.pt"],
+     "argument --snapshot: the folder of no/such/folder/s.pt does not exist"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs(workdir):
+    return run_concurrently(
+        {i: [sys.executable, str(ROOT / script), *args]
+         for i, (script, args, _) in enumerate(BAD_FLAGS)}, cwd_of=lambda _: workdir)
+
+
+@pytest.mark.parametrize("case", range(len(BAD_FLAGS)),
+                         ids=[f"{s[:3]}{'='.join(a)}" for s, a, _ in BAD_FLAGS])
+def test_bad_flag_is_a_usage_error(case, bad_flag_runs):
+    result = bad_flag_runs[case]
+    assert result.returncode == 2
+    assert "usage:" in result.stderr
+    assert BAD_FLAGS[case][2] in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_a08_num_samples_smaller_than_world_size(workdir):
+    """Checked before any process group starts, from torchrun's variables alone."""
+    env = clean_env() | {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "4",
+                         "LOCAL_WORLD_SIZE": "4"}
+    result = run_script("a08_ddp_torchrun.py", "--num-samples", "3", cwd=workdir, env=env)
+    assert result.returncode == 2
+    assert ("argument --num-samples: 3 examples leave some of the 4 processes without a full "
+            "batch of 2; use at least 8") in result.stderr
+
+
+def make_bad_checkpoints(folder: Path) -> dict[str, str]:
+    """name -> what the one-line error must say."""
+    import torch
+    good = folder / "good.pth"
+    torch.save({"layers.0.weight": torch.zeros(30, 2)}, good)
+    (folder / "empty.pth").write_bytes(b"")
+    (folder / "truncated.pth").write_bytes(good.read_bytes()[:300])
+    (folder / "notes.pth").write_text("these are my notes, not a checkpoint\n")
+    torch.save(torch.nn.Linear(3, 4).state_dict(), folder / "other_arch.pth")
+    torch.save([1, 2, 3], folder / "a_list.pth")
+    (folder / "a_folder.pth").mkdir()
+    return {
+        "missing.pth": "missing.pth: no such file",
+        "empty.pth": "empty.pth: the file is empty",
+        "truncated.pth": "truncated.pth: truncated or corrupt",
+        "notes.pth": "notes.pth: not a PyTorch checkpoint",
+        "other_arch.pth": "other_arch.pth: saved from another architecture",
+        "a_list.pth": "a_list.pth: holds no model state_dict",
+        "a_folder.pth": "a_folder.pth: is a folder",
+    }
+
+
+@pytest.fixture(scope="module")
+def bad_load_runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bad")
+    expected = make_bad_checkpoints(folder)
+    runs = run_concurrently(
+        {name: [sys.executable, str(ROOT / "a06_save_load.py"), "--load", name]
+         for name in expected}, cwd_of=lambda _: folder)
+    return expected, runs
+
+
+@pytest.mark.parametrize("name", ["missing.pth", "empty.pth", "truncated.pth", "notes.pth",
+                                  "other_arch.pth", "a_list.pth", "a_folder.pth"])
+def test_a06_load_bad_file_is_one_line(name, bad_load_runs):
+    expected, runs = bad_load_runs
+    result = runs[name]
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert expected[name] in lines[0]
+
+
+def test_a06_never_runs_code_from_a_checkpoint(tmp_path):
+    """A file built to run code when unpickled is refused, and the code does not run."""
+    marker = tmp_path / "CODE_RAN"
+    build = (
+        "import os, torch\n"
+        "class Payload:\n"
+        "    def __reduce__(self):\n"
+        f"        return (os.system, ('touch {marker}',))\n"
+        "torch.save({'layers.0.weight': Payload()}, 'evil.pth')\n"
+    )
+    subprocess.run([sys.executable, "-c", build], cwd=tmp_path, check=True)
+    result = run_script("a06_save_load.py", "--load", "evil.pth", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "evil.pth: refused" in result.stderr
+    assert not marker.exists()
+
+
+def test_checkpoint_killed_mid_save_leaves_previous_file_whole(tmp_path):
+    """SIGKILL while atomic_save writes a large file: the old checkpoint still loads."""
+    import torch
+    target = tmp_path / "model.pth"
+    torch.save({"w": torch.arange(10.0)}, target)
+    before = target.read_bytes()
+    writer = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, torch; sys.path.insert(0, sys.argv[1])\n"
+         "from common.checkpoint import atomic_save\n"
+         "big = {'w': torch.ones(150_000_000)}\n"  # 600 MB: slow enough to be caught writing
+         "print('saving', flush=True)\n"
+         "atomic_save(big, sys.argv[2])\n", str(ROOT), str(target)],
+        stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline() == "saving\n"
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob(".model.pth.*.tmp")) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    writer.kill()
+    writer.wait()
+    assert list(tmp_path.glob(".model.pth.*.tmp")), "the save was not caught in progress"
+    assert target.read_bytes() == before
+    assert torch.equal(torch.load(target, weights_only=True)["w"], torch.arange(10.0))
+
+
+def test_atomic_save_that_fails_keeps_previous_file_and_no_temp(tmp_path):
+    import torch
+    sys.path.insert(0, str(ROOT))
+    from common.checkpoint import atomic_save
+    target = tmp_path / "model.pth"
+    atomic_save({"w": torch.ones(3)}, target)
+    with pytest.raises(Exception):  # noqa: B017 - pickling a lambda fails partway through
+        atomic_save({"w": torch.zeros(3), "f": lambda: 0}, target)
+    assert torch.equal(torch.load(target, weights_only=True)["w"], torch.ones(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pth"]
+
+
+def loss_epochs(stdout: str, rank: int = 0) -> list[int]:
+    return [int(line.split("Epoch: ")[1][:3]) for line in stdout.splitlines()
+            if line.startswith(f"[CPU{rank}] Epoch: ")]
+
+
+def test_a08_snapshot_resumes_without_repeating_epochs(tmp_path):
+    first = run_script("a08_ddp_torchrun.py", "--snapshot", "snap.pt", "--epochs", "2",
+                       cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert loss_epochs(first.stdout) == [1, 1, 2, 2]
+    second = run_script("a08_ddp_torchrun.py", "--snapshot", "snap.pt", "--epochs", "3",
+                        cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert ("[CPU0] Resuming from epoch 2 (snap.pt): continuing with epoch 3\n"
+            in second.stdout)
+    assert loss_epochs(second.stdout) == [3, 3]
+    # the same losses as one uninterrupted 3-epoch run (spec: 0.04, 0.01 in epoch 3)
+    assert "[CPU0] Epoch: 003/003 | Batchsize 002 | Train/Val Loss: 0.04\n" \
+           "[CPU0] Epoch: 003/003 | Batchsize 002 | Train/Val Loss: 0.01\n" in second.stdout
+    assert "[CPU0] Training accuracy 1.0\n" in second.stdout
+
+
+def test_a08_unusable_snapshot_is_one_line(tmp_path):
+    (tmp_path / "snap.pt").write_text("not a snapshot")
+    result = run_script("a08_ddp_torchrun.py", "--snapshot", "snap.pt", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: snap.pt: not a PyTorch checkpoint; give a file saved with torch.save"]
+
+
+def test_ctrl_c_stops_a08_promptly_without_traceback(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--epochs", "100000"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=clean_env())
+    for line in process.stdout:
+        if "Epoch:" in line:
+            break
+    process.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - start < 10
+    assert process.returncode == 130
+    assert "Interrupted (Ctrl-C)" in stderr
+    assert "Traceback" not in stderr
+
+
+def child_pids(pid: int) -> list[int]:
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def kill_one_worker_and_resume(folder: Path) -> subprocess.CompletedProcess:
+    """torchrun --max-restarts=3, 2 workers; SIGKILL one after the first snapshot."""
+    snapshot = folder / "snap.pt"
+    command = torchrun_command(2, "--snapshot", str(snapshot), "--epochs", "12",
+                               "--num-samples", "400")
+    command.insert(3, "--max-restarts=3")
+    launcher = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=clean_env())
+    deadline = time.monotonic() + 120
+    while not snapshot.exists() and time.monotonic() < deadline and launcher.poll() is None:
+        time.sleep(0.05)
+    workers = child_pids(launcher.pid)
+    assert snapshot.exists() and len(workers) == 2, "no snapshot, or not two workers"
+    os.kill(workers[-1], signal.SIGKILL)
+    stdout, stderr = launcher.communicate(timeout=300)
+    return subprocess.CompletedProcess(command, launcher.returncode, stdout, stderr)
+
+
+def check_recovered(result: subprocess.CompletedProcess, folder: Path) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+    resumed = [line for line in result.stdout.splitlines() if "Resuming from epoch" in line]
+    assert len(resumed) == 2, result.stdout
+    epoch = int(resumed[0].split("Resuming from epoch ")[1].split()[0])
+    assert epoch >= 1
+    for rank in (0, 1):
+        epochs = loss_epochs(result.stdout, rank)
+        after = epochs[epochs.index(epoch + 1):] if epoch < 12 else []
+        assert after == sorted(after) and (not after or after[0] == epoch + 1)
+        assert epochs[-1] == 12
+    assert "[CPU0] Training accuracy 1.0" in result.stdout
+    assert "[CPU1] Training accuracy 1.0" in result.stdout
+    assert "Global training accuracy over all 2 processes: 1.0 (400 of 400 examples)" \
+        in result.stdout
+    assert processes_mentioning(str(folder / "snap.pt")) == [], "processes left behind"
+
+
+@pytest.mark.stress
+def test_a08_recovers_from_a_killed_worker_ten_times(tmp_path):
+    for cycle in range(10):
+        folder = tmp_path / f"cycle{cycle}"
+        folder.mkdir()
+        check_recovered(kill_one_worker_and_resume(folder), folder)
+
+
+@pytest.mark.stress
+def test_a08_hung_peer_ends_within_the_timeout(tmp_path):
+    """SIGSTOP one worker: the other gives up after --timeout instead of waiting forever."""
+    command = torchrun_command(2, "--epochs", "100000", "--timeout", "5")
+    launcher = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=clean_env())
+    for line in launcher.stdout:
+        if "Epoch:" in line:
+            break
+    workers = child_pids(launcher.pid)
+    os.kill(workers[-1], signal.SIGSTOP)
+    start = time.monotonic()
+    try:
+        launcher.communicate(timeout=120)
+    finally:
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert launcher.returncode != 0
+    assert time.monotonic() - start < 90
