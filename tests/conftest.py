@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # lets tests import the scripts and common/, as the scripts do
 
 
 def run_script(script: str, *args: str, cwd: Path, timeout: float = 120,
@@ -117,3 +119,23 @@ def torchrun(nproc: int, *args: str, cwd: Path, timeout: float = 180,
     return subprocess.run(torchrun_command(nproc, *args, launcher_args=launcher_args),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=clean_env())
+
+
+def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
+    """Run a script's main() in this process with ``argv``: (exit status, stdout, stderr).
+
+    For checks that end before any real work (--help, usage errors, refused files): the same
+    code path as the command line without paying for a new interpreter and a torch import.
+    """
+    module = importlib.import_module(script.removesuffix(".py"))
+    old_argv = sys.argv
+    sys.argv = [script, *argv]
+    try:
+        module.main()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        sys.argv = old_argv
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -1,6 +1,7 @@
 """a01 to a04: each runs alone from a temporary folder and prints the spec's values."""
 
 import pytest
+
 from conftest import section
 
 

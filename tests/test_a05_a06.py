@@ -1,7 +1,8 @@
 """a05 (section 7, training loop) and a06 (section 8, saving and loading)."""
 
 import pytest
-from conftest import run_script, section
+
+from conftest import run_main, run_script, section
 
 TUTORIAL_LOSS_LINES = [
     "Epoch: 001/003 | Batch 000/002 | Train/Val Loss: 0.75",
@@ -52,11 +53,11 @@ def test_a05_section_7_compute_accuracy(a05):
     assert "Test accuracy: 1.0\n" in text
 
 
-def test_a05_flags_change_the_run(workdir):
-    result = run_script("a05_training_loop.py", "--epochs", "1", "--batch-size", "1",
-                        cwd=workdir)
-    assert result.returncode == 0, result.stderr
-    lines = loss_lines(result.stdout)
+def test_a05_flags_change_the_run(capsys):
+    code, out, err = run_main("a05_training_loop.py", ["--epochs", "1", "--batch-size", "1"],
+                              capsys)
+    assert code == 0, err
+    lines = loss_lines(out)
     assert len(lines) == 5
     assert lines[0].startswith("Epoch: 001/001 | Batch 000/005 | Train/Val Loss: ")
 
@@ -93,10 +94,11 @@ def test_a06_load_restores_without_training(a06):
         "Training accuracy: 1.0\nTest accuracy: 1.0\n" in result.stdout
 
 
-def test_a06_writes_where_path_says(tmp_path):
+def test_a06_writes_where_path_says(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
     target = tmp_path / "sub" / "weights.pth"
     target.parent.mkdir()
-    result = run_script("a06_save_load.py", "--path", str(target), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert f"Saved model.state_dict() to {target}\n" in result.stdout
+    code, out, err = run_main("a06_save_load.py", ["--path", str(target)], capsys)
+    assert code == 0, err
+    assert f"Saved model.state_dict() to {target}\n" in out
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["weights.pth"]

@@ -4,7 +4,8 @@ import re
 
 import pytest
 import torch
-from conftest import run_script, section
+
+from conftest import run_main, run_script, section
 from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available() or torch.backends.mps.is_available(),
@@ -31,11 +32,11 @@ def test_a07_section_9_1_without_accelerator_explains(a07):
     assert "Expected all tensors" in text
 
 
-def test_a07_device_cpu_explicit(workdir):
-    result = run_script("a07_gpu_single.py", "--device", "cpu", cwd=workdir)
-    assert result.returncode == 0, result.stderr
-    assert loss_lines(result.stdout) == TUTORIAL_LOSS_LINES
-    assert "Training device: cpu (no accelerator found).\n" in result.stdout
+def test_a07_device_cpu_explicit(capsys):
+    code, out, err = run_main("a07_gpu_single.py", ["--device", "cpu"], capsys)
+    assert code == 0, err
+    assert loss_lines(out) == TUTORIAL_LOSS_LINES
+    assert "Training device: cpu (no accelerator found).\n" in out
 
 
 @pytest.mark.parametrize("device, message", [
@@ -43,12 +44,11 @@ def test_a07_device_cpu_explicit(workdir):
     ("mps", "argument --device mps: Apple's MPS backend is not available here"),
     ("tpu", "argument --device: invalid choice: 'tpu'"),
 ])
-def test_a07_missing_device_is_a_one_line_error(device, message, workdir):
-    result = run_script("a07_gpu_single.py", "--device", device, cwd=workdir)
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
-    assert result.stdout == ""
+def test_a07_missing_device_is_a_usage_error(device, message, capsys):
+    code, out, err = run_main("a07_gpu_single.py", ["--device", device], capsys)
+    assert code == 2
+    assert message in err.splitlines()[-1]
+    assert out == ""
 
 
 def test_a07_exercise_a4_benchmark_table(workdir):

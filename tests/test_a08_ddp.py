@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import (
     ROOT,
     clean_env,
@@ -164,20 +165,19 @@ def test_a08_two_machines_use_global_ranks(tmp_path):
     assert "Global" not in outputs[1][0]
 
 
-def test_a08_losses_repeat_exactly(ddp_run, tmp_path):
-    nproc, first = ddp_run
-    if nproc != 2:
-        pytest.skip("checked at N=2")
-    second = torchrun(2, cwd=tmp_path)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert parse(second.stdout)["loss"] == parse(first.stdout)["loss"]
+def test_a08_losses_repeat_exactly(ddp_runs, default_run):
+    """World size 1 twice: under torchrun, and as a plain process."""
+    plain = default_run("a08_ddp_torchrun.py")
+    assert parse(ddp_runs[1].stdout)["loss"] == parse(plain.stdout)["loss"]
 
 
 @pytest.mark.stress
 def test_a08_fifty_runs_at_n2_all_exit_0(tmp_path):
-    failures = []
+    failures, losses = [], []
     for attempt in range(50):
         result = torchrun(2, cwd=tmp_path)
         if result.returncode != 0 or "terminate called" in result.stderr:
             failures.append((attempt, result.returncode, result.stderr[-500:]))
+        losses.append(parse(result.stdout)["loss"])
     assert failures == []
+    assert all(run == losses[0] for run in losses), "losses differ between runs at N=2"

@@ -4,7 +4,8 @@ import re
 import sys
 
 import pytest
-from conftest import LITTER_AT_START, ROOT, repo_litter, run_concurrently
+
+from conftest import LITTER_AT_START, ROOT, repo_litter, run_concurrently, run_main, run_script
 
 SCRIPTS = {
     "a01_tensors.py": "1.3",
@@ -19,23 +20,29 @@ SCRIPTS = {
 
 
 @pytest.fixture(scope="module")
-def help_runs(workdir):
-    return run_concurrently({s: [sys.executable, str(ROOT / s), "--help"] for s in SCRIPTS},
-                            cwd_of=lambda _: workdir)
-
-
-@pytest.fixture(scope="module")
 def second_runs(tmp_path_factory):
     return run_concurrently({s: [sys.executable, str(ROOT / s)] for s in SCRIPTS},
                             cwd_of=lambda s: tmp_path_factory.mktemp(s[:3]))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_help_names_the_section(script, help_runs):
-    result = help_runs[script]
+def test_help_names_the_section_and_every_flag_default(script, capsys):
+    code, out, _ = run_main(script, ["--help"], capsys)
+    assert code == 0
+    assert SCRIPTS[script] in out
+    assert "PyTorch in One Hour" in out
+    flags = [line.split()[0] for line in out.splitlines()
+             if line.startswith("  --") and not line.startswith("  --help")]
+    for flag in flags:
+        block = out[out.index(f"  {flag}"):]
+        block = block[:block.find("\n  -", 1)] if "\n  -" in block[1:] else block
+        assert "default" in block, f"{flag} does not show its default"
+
+
+def test_help_as_a_user_runs_it(workdir):
+    result = run_script("a08_ddp_torchrun.py", "--help", cwd=workdir)
     assert result.returncode == 0
-    assert SCRIPTS[script] in result.stdout
-    assert "PyTorch in One Hour" in result.stdout
+    assert result.stdout.startswith("usage: a08_ddp_torchrun.py")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
