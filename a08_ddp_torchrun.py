@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist  # NEW
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP  # NEW
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader
 from torch.utils.data.distributed import DistributedSampler  # NEW
 
 from common import NeuralNetwork, ToyDataset, compute_accuracy, toy_data
@@ -37,6 +37,7 @@ from common.distributed import (
     print_line,
     samples_needed,
     store_for_this_attempt,
+    timed,
 )
 from common.snapshot import Snapshot
 
@@ -55,6 +56,9 @@ def parse_args(env: DistEnv, argv: list[str] | None = None) -> argparse.Namespac
     parser.add_argument("--timeout", type=positive_float, default=120.0,
                         help="seconds to wait for the other processes in any collective "
                              "before giving up (default: %(default)s)")
+    parser.add_argument("--log-every", type=positive_int, default=1, metavar="K",
+                        help="print the loss of every K-th batch of an epoch "
+                             "(default: %(default)s, every batch, as in the tutorial)")
     parser.add_argument("--snapshot", metavar="PATH", default=None,
                         help="save training state here after every epoch, and resume from it "
                              "if it exists (default: no snapshots)")
@@ -115,11 +119,12 @@ def prepare_dataset(args: argparse.Namespace, env: DistEnv
 
     train_loader = DataLoader(
         train_ds,
-        batch_size=args.batch_size,
-        shuffle=False,  # NEW: the DistributedSampler below shuffles instead
+        batch_size=None,  # NEW (ours): the sampler yields whole batches of indices, so that
+        sampler=BatchSampler(  # a batch is fetched with one indexing operation, not B calls
+            DistributedSampler(train_ds),  # NEW: a disjoint slice for each process
+            batch_size=args.batch_size, drop_last=True),
+        shuffle=False,  # NEW: the DistributedSampler shuffles instead
         num_workers=0,
-        drop_last=True,
-        sampler=DistributedSampler(train_ds),  # NEW: a disjoint slice for each process
     )
     test_loader = DataLoader(test_ds, batch_size=2, shuffle=False, num_workers=0)
     return train_loader, test_loader, train_ds, test_ds
@@ -128,11 +133,12 @@ def prepare_dataset(args: argparse.Namespace, env: DistEnv
 def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
           device: torch.device, prefix: str,  # NEW: prefix names the process
-          snapshot: Snapshot, start_epoch: int) -> None:  # NEW (ours): resuming
+          snapshot: Snapshot, start_epoch: int,  # NEW (ours): resuming
+          log_every: int) -> None:  # NEW (ours): a loss line every log_every batches
     for epoch in range(start_epoch, num_epochs):
-        train_loader.sampler.set_epoch(epoch)  # NEW: a different shuffle every epoch
+        train_loader.sampler.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
         model.train()
-        for features, labels in train_loader:
+        for batch_idx, (features, labels) in enumerate(train_loader):
             features, labels = features.to(device), labels.to(device)
             logits = model(features)
             loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
@@ -142,9 +148,10 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.step()
 
             # LOGGING
-            print_line(f"{prefix} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
-                       f" | Batchsize {labels.shape[0]:03d}"
-                       f" | Train/Val Loss: {loss:.2f}")
+            if batch_idx % log_every == 0:
+                print_line(f"{prefix} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
+                           f" | Batchsize {labels.shape[0]:03d}"
+                           f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         # Optional model evaluation would go here
         snapshot.save(epochs_completed=epoch + 1)  # NEW (ours): rank 0 saves for resuming
@@ -178,7 +185,10 @@ def train_and_evaluate(args: argparse.Namespace, env: DistEnv) -> None:
         print_line(f"{prefix} Resuming from epoch {start_epoch} ({args.snapshot}): "
                    f"continuing with epoch {start_epoch + 1}")
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
-    train(model, loaders[0], optimizer, args.epochs, device, prefix, snapshot, start_epoch)
+    samples = (args.epochs - start_epoch) * len(loaders[0]) * args.batch_size * env.world_size
+    with timed(env, samples):  # NEW (ours): training time and throughput on rank 0
+        train(model, loaders[0], optimizer, args.epochs, device, prefix, snapshot, start_epoch,
+              args.log_every)
     evaluate(model, loaders, env, device, prefix)
 
 

@@ -7,6 +7,7 @@
 - ``fit_training_data``: noisy copies of the toy data when the world is too large for it.
 - ``count_correct_globally``: accuracy over all processes, each example counted once.
 - ``print_line``: one write per line, so lines from different ranks never splice.
+- ``timed``: training time and throughput on rank 0, start-up excluded.
 - ``store_for_this_attempt``: a key-value store that survives torchrun's restarts (see there).
 """
 
@@ -17,6 +18,9 @@ import math
 import os
 import platform
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -135,3 +139,18 @@ def store_for_this_attempt(env: DistEnv, timeout: timedelta) -> dist.Store | Non
                           world_size=env.world_size, is_master=False, timeout=timeout)
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     return dist.PrefixStore(f"a08/attempt{attempt}", store)
+
+
+@contextmanager
+def timed(env: DistEnv, num_samples: int) -> Iterator[None]:
+    """Time the enclosed training on all processes together (a barrier at each end) and print,
+    on rank 0, the seconds and the samples per second over all processes."""
+    dist.barrier()
+    start = time.perf_counter()
+    yield
+    dist.barrier()
+    seconds = time.perf_counter() - start
+    if env.rank == 0:
+        print_line(f"Training time: {seconds:.3f} s for {num_samples} samples, "
+                   f"{num_samples / seconds:.0f} samples/s over all processes "
+                   f"(start-up excluded)")

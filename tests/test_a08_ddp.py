@@ -12,6 +12,7 @@ from conftest import (
     free_port,
     free_ports,
     run_concurrently,
+    run_main,
     torchrun,
     torchrun_command,
 )
@@ -23,7 +24,9 @@ TEST_ACC = re.compile(r"^\[CPU(\d+)\] Test accuracy (\S+)$")
 GLOBAL = re.compile(r"^Global (training|test) accuracy over all (\d+) processes: "
                     r"(\S+) \((\d+) of (\d+) examples\)$")
 HEADER = re.compile(r"^(|=== 9\.3 .*|PyTorch version: .*|CUDA available: .*|"
-                    r"Number of GPUs available: .*|Processes: .*|Note: .*)$")
+                    r"Number of GPUs available: .*|Processes: .*|Note: .*|"
+                    r"Training time: [\d.]+ s for \d+ samples, \d+ samples/s over all "
+                    r"processes \(start-up excluded\))$")
 
 
 def parse(stdout: str) -> dict:
@@ -116,6 +119,7 @@ def test_a08_rank_0_header(ddp_run):
     assert "Number of GPUs available: 0" in header
     assert f"Processes: {nproc}, training on cpu with the gloo backend" in header
     assert result.stdout.count("PyTorch version:") == 1
+    assert result.stdout.count("Training time: ") == 1
 
 
 def test_a08_enlarges_data_only_when_needed(ddp_run):
@@ -137,6 +141,12 @@ def test_a08_plain_python_is_one_process(default_run):
     # the published script's own figures on torch 2.13 CPU (spec, a08)
     assert [loss for _, loss in parsed["loss"][0]] == [0.66, 0.33, 0.10, 0.07, 0.04, 0.01]
     assert parsed["train_acc"] == {0: ["1.0"]}
+
+
+def test_a08_log_every_thins_the_loss_lines(capsys):
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--log-every", "2"], capsys)
+    assert code == 0, err
+    assert [loss for _, loss in parse(out)["loss"][0]] == [0.66, 0.10, 0.04]
 
 
 def test_a08_two_machines_use_global_ranks(tmp_path):

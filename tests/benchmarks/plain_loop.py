@@ -1,0 +1,40 @@
+"""The DDP benchmark's baseline: a08's data pipeline, model and training loop in one plain
+process, without DistributedDataParallel. Takes a08's flags; prints a08's timing line.
+
+Run: python tests/benchmarks/plain_loop.py --num-samples 65536 --batch-size 256 --log-every 100000
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import a08_ddp_torchrun as a08
+from common import NeuralNetwork
+from common.distributed import DistEnv, timed
+from common.snapshot import Snapshot
+
+
+def main() -> None:
+    env = DistEnv.from_environ()
+    args = a08.parse_args(env)
+    # a group of one, only for the DistributedSampler inside a08's loader and the timer
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        train_loader = a08.prepare_dataset(args, env)[0]
+        torch.manual_seed(args.seed)
+        model = NeuralNetwork(num_inputs=2, num_outputs=2).to(args.device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+        samples = args.epochs * len(train_loader) * args.batch_size
+        with timed(env, samples):
+            a08.train(model, train_loader, optimizer, args.epochs, args.device,
+                      "[plain]", Snapshot(None, model, optimizer, 0), 0, args.log_every)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
