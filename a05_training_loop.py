@@ -19,7 +19,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = make_parser(__doc__)
     add_training_flags(parser)
     args = parser.parse_args(argv)
-    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # NEW: a clear error
+    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
     return args
 
 

@@ -1,8 +1,9 @@
 """Sections 9.1 and 9.2 of "PyTorch in One Hour": computations on GPU devices, single-GPU
 training (+ Exercise A.4 with --benchmark).
 
-Section 7's training loop with three changes, each marked NEW: a device variable, the model moved
-to it, every batch moved to it. Runs on CUDA, Apple's MPS, or the CPU.
+Section 7's training loop with the three changes of section 9.2, each marked NEW: a device
+variable, the model moved to it, every batch moved to it. Runs on CUDA, Apple's MPS, or the CPU.
+EXTRA marks what this companion adds beyond the tutorial.
 
 Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark]
 """
@@ -14,36 +15,19 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
-from common.cli import (
-    add_training_flags,
-    check_batch_fits,
-    heading,
-    make_parser,
-    positive_int_list,
-    run,
-)
-from common.devices import DEVICE_CHOICES, DeviceError, detect_accelerator, resolve_device
-from common.matmul_benchmark import DEFAULT_SIZES, crossover, format_table, run_benchmark
+from common.cli import add_training_flags, check_batch_fits, heading, make_parser, run
+from common.devices import add_device_flag, detect_accelerator, device_from_flag
+from common.matmul_benchmark import add_benchmark_flags, exercise_a4
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = make_parser(__doc__)
     add_training_flags(parser)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
-                        help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
-    parser.add_argument("--benchmark", action="store_true",
-                        help="Exercise A.4: time matrix multiplication on CPU and accelerator "
-                             "(default: off)")
-    parser.add_argument("--sizes", type=positive_int_list,
-                        default=DEFAULT_SIZES, metavar="N,N,...",
-                        help=f"matrix sizes for --benchmark "
-                             f"(default: {','.join(map(str, DEFAULT_SIZES))})")
+    add_device_flag(parser)  # EXTRA: --device auto|cpu|cuda|mps
+    add_benchmark_flags(parser)  # EXTRA: --benchmark, --sizes (Exercise A.4)
     args = parser.parse_args(argv)
-    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # NEW: a clear error
-    try:
-        args.device = resolve_device(args.device)
-    except DeviceError as err:
-        parser.error(f"argument {err}")
+    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
+    args.device = device_from_flag(parser, args.device)  # EXTRA: a missing device: one line
     return args
 
 
@@ -66,20 +50,6 @@ def section_9_1_tensors_on_device(device: torch.device) -> None:
         tensor_1 + tensor_2.to("cpu")
     except RuntimeError as err:
         print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
-
-
-def exercise_a4_benchmark(sizes: tuple[int, ...]) -> None:
-    found = detect_accelerator()
-    accelerator = torch.device(found) if found else None
-    rows = run_benchmark(sizes, accelerator)
-    print("Median time of one float32 (size x size) @ (size x size) product:")
-    print(format_table(rows, accelerator))
-    if accelerator is None:
-        print("No accelerator on this machine, so there is no second column to compare with.")
-        return
-    size = crossover(rows)
-    print(f"The {accelerator.type.upper()} wins from size {size} on." if size else
-          f"The {accelerator.type.upper()} did not win at any size measured.")
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
@@ -106,12 +76,12 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
 
 def train_tutorial_model(args: argparse.Namespace
                          ) -> tuple[torch.nn.Module, DataLoader, DataLoader]:
-    """Section 7's setup and loop on args.device: returns (model, train_loader, test_loader)."""
+    """Section 7's setup and loop: returns (model, train_loader, test_loader)."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     device = args.device  # NEW: the tutorial's torch.device("cuda" if ... else "cpu")
-    model = model.to(device)  # NEW: move the parameters to the device
+    model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     train(model, train_loader, optimizer, args.epochs, device)
     return model, train_loader, test_loader
@@ -123,7 +93,7 @@ def main() -> None:
     section_9_1_tensors_on_device(args.device)
     if args.benchmark:
         heading("9.1 Exercise A.4: when does the accelerator win?")
-        exercise_a4_benchmark(args.sizes)
+        exercise_a4(args.sizes)
 
     heading("9.2 Single-GPU training")
     model, train_loader, test_loader = train_tutorial_model(args)

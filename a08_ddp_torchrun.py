@@ -1,9 +1,10 @@
 """Section 9.3 of "PyTorch in One Hour": training with multiple GPUs (DistributedDataParallel).
 
-Section 9.2's loop with the changes of section 9.3, each marked NEW: one process per device,
-a process group, a DistributedSampler that gives each process its own slice of the data, and the
+Section 9.2's loop with the changes of section 9.3, each marked NEW: one process per device, a
+process group, a DistributedSampler that gives each process its own slice of the data, and the
 model wrapped in DDP, which averages the gradients of all processes after every backward pass.
 Runs on GPUs with NCCL, and on CPUs (any laptop, Mac or Windows box) with gloo.
+EXTRA marks what this companion adds beyond the tutorial.
 
 Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py     (2 processes on this machine)
      python a08_ddp_torchrun.py                          (1 process, no torchrun needed)
@@ -17,23 +18,23 @@ import sys
 from datetime import timedelta
 
 import torch
-import torch.distributed as dist  # NEW
+import torch.distributed as dist  # NEW: process groups and collectives
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP  # NEW
+from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model wrapper
 from torch.utils.data import BatchSampler, DataLoader
-from torch.utils.data.distributed import DistributedSampler  # NEW
+from torch.utils.data.distributed import DistributedSampler  # NEW: a slice of data a process
 
 from common import NeuralNetwork, ToyDataset, compute_accuracy, toy_data
 from common.checkpoint import CheckpointError
-from common.cli import add_training_flags, heading, positive_float, positive_int, run
+from common.cli import add_training_flags, heading, make_parser, run
 from common.distributed import (
     DistEnv,
-    RankZeroParser,
+    add_ddp_flags,
+    check_ddp_flags,
     choose_backend,
     count_correct_globally,
     fit_training_data,
     gives_full_batches,
-    gpu_shortage,
     print_line,
     samples_needed,
     store_for_this_attempt,
@@ -43,62 +44,25 @@ from common.snapshot import Snapshot
 
 
 def parse_args(env: DistEnv, argv: list[str] | None = None) -> argparse.Namespace:
-    parser = RankZeroParser(description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     add_training_flags(parser)
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="auto: one CUDA GPU per process if there are enough, else the CPU "
-                             "(default: auto)")
-    parser.add_argument("--num-samples", type=positive_int, default=None,
-                        help="training-set size; more than 5 adds noisy copies of the toy data "
-                             "(default: the tutorial's 5, enlarged only if some process would "
-                             "get no full batch)")
-    parser.add_argument("--timeout", type=positive_float, default=120.0,
-                        help="seconds to wait for the other processes in any collective "
-                             "before giving up (default: %(default)s)")
-    parser.add_argument("--log-every", type=positive_int, default=1, metavar="K",
-                        help="print the loss of every K-th batch of an epoch "
-                             "(default: %(default)s, every batch, as in the tutorial)")
-    parser.add_argument("--snapshot", metavar="PATH", default=None,
-                        help="save training state here after every epoch, and resume from it "
-                             "if it exists (default: no snapshots)")
+    add_ddp_flags(parser)  # EXTRA: --device, --num-samples, --timeout, --log-every, --snapshot
     args = parser.parse_args(argv)
-    if args.snapshot is not None and not os.path.isdir(os.path.dirname(args.snapshot) or "."):
-        parser.error(f"argument --snapshot: the folder of {args.snapshot} does not exist")
-    if args.num_samples is not None and not gives_full_batches(
-            args.num_samples, env.world_size, args.batch_size):
-        parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
-                     f"{env.world_size} processes without a full batch of {args.batch_size}; "
-                     f"use at least {samples_needed(env.world_size, args.batch_size)}")
-    args.device = pick_device(parser, args.device, env)
+    check_ddp_flags(parser, args, env)  # EXTRA: clear errors before any process group exists
     return args
 
 
-def pick_device(parser: argparse.ArgumentParser, name: str, env: DistEnv) -> torch.device:
-    """NEW: one GPU per process (LOCAL_RANK picks it), or the CPU; checked before any
-    process group starts, so a wrong choice is one clear message instead of a hang or NCCL error."""
-    if name == "cpu":
-        return torch.device("cpu")
-    gpus = torch.cuda.device_count()
-    shortage = gpu_shortage(env.local_world_size, gpus)
-    if shortage and name == "cuda":
-        parser.error(f"argument --device cuda: {shortage}")
-    if shortage:  # auto: fall back to the CPU, and say why where there are GPUs
-        if gpus and env.rank == 0:
-            print_line(f"Note: training on the CPU: {shortage}")
-        return torch.device("cpu")
-    return torch.device("cuda", env.local_rank)
-
-
 def ddp_setup(env: DistEnv, device: torch.device, timeout_s: float) -> None:
-    """NEW: join the process group: NCCL between CUDA GPUs, gloo everywhere else."""
+    """NEW: join the process group: NCCL between CUDA GPUs, gloo everywhere else (EXTRA: the
+    tutorial asks for NCCL on every platform but Windows, so it fails on CPUs and Macs)."""
     backend = choose_backend(device.type)
     if platform.system() == "Windows":
-        os.environ["USE_LIBUV"] = "0"  # Windows builds of torch lack libuv for the TCP store
+        os.environ["USE_LIBUV"] = "0"  # NEW: Windows builds of torch lack libuv
     if device.type == "cuda":
-        torch.cuda.set_device(device)
-    dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size,
-                            timeout=timedelta(seconds=timeout_s),  # NEW (ours): bounded waits
+        torch.cuda.set_device(device)  # NEW: this process's GPU, by LOCAL_RANK
+    dist.init_process_group(backend=backend, rank=env.rank,  # EXTRA: global RANK, not LOCAL
+                            world_size=env.world_size,
+                            timeout=timedelta(seconds=timeout_s),  # EXTRA: bounded waits
                             store=store_for_this_attempt(env, timedelta(seconds=timeout_s)))
 
 
@@ -107,7 +71,7 @@ def prepare_dataset(args: argparse.Namespace, env: DistEnv
     X_train, y_train, X_test, y_test = toy_data()
     num_samples = args.num_samples or len(y_train)
     if not gives_full_batches(num_samples, env.world_size, args.batch_size):
-        # NEW: the tutorial asks the reader to uncomment lines here; we enlarge as needed
+        # EXTRA: the tutorial asks the reader to uncomment lines here; we enlarge as needed
         num_samples = samples_needed(env.world_size, args.batch_size)
         if env.rank == 0:
             print_line(f"Note: {len(y_train)} examples leave some of the {env.world_size} "
@@ -119,9 +83,9 @@ def prepare_dataset(args: argparse.Namespace, env: DistEnv
 
     train_loader = DataLoader(
         train_ds,
-        batch_size=None,  # NEW (ours): the sampler yields whole batches of indices, so that
-        sampler=BatchSampler(  # a batch is fetched with one indexing operation, not B calls
-            DistributedSampler(train_ds),  # NEW: a disjoint slice for each process
+        batch_size=None,  # EXTRA: the sampler yields whole batches of indices, so a batch is
+        sampler=BatchSampler(  # fetched by one indexing operation instead of one call a sample
+            DistributedSampler(train_ds),  # NEW: a disjoint slice of the data for each process
             batch_size=args.batch_size, drop_last=True),
         shuffle=False,  # NEW: the DistributedSampler shuffles instead
         num_workers=0,
@@ -132,9 +96,9 @@ def prepare_dataset(args: argparse.Namespace, env: DistEnv
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
-          device: torch.device, prefix: str,  # NEW: prefix names the process
-          snapshot: Snapshot, start_epoch: int,  # NEW (ours): resuming
-          log_every: int) -> None:  # NEW (ours): a loss line every log_every batches
+          device: torch.device, prefix: str,  # NEW: the prefix names the process
+          snapshot: Snapshot, start_epoch: int,  # EXTRA: resuming
+          log_every: int) -> None:  # EXTRA: a loss line every log_every batches
     for epoch in range(start_epoch, num_epochs):
         train_loader.sampler.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
         model.train()
@@ -147,14 +111,14 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             loss.backward()  # NEW (inside DDP): gradients are averaged across processes
             optimizer.step()
 
-            # LOGGING
+            # LOGGING (EXTRA: print_line writes whole lines, so ranks never splice)
             if batch_idx % log_every == 0:
                 print_line(f"{prefix} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
                            f" | Batchsize {labels.shape[0]:03d}"
                            f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         # Optional model evaluation would go here
-        snapshot.save(epochs_completed=epoch + 1)  # NEW (ours): rank 0 saves for resuming
+        snapshot.save(epochs_completed=epoch + 1)  # EXTRA: rank 0 saves for resuming
 
 
 def evaluate(model: DDP, loaders: tuple[DataLoader, DataLoader, ToyDataset, ToyDataset],
@@ -163,7 +127,7 @@ def evaluate(model: DDP, loaders: tuple[DataLoader, DataLoader, ToyDataset, ToyD
     # As in the tutorial: each process scores its own training slice and the whole test set
     print_line(f"{prefix} Training accuracy {compute_accuracy(model, train_loader, device)}")
     print_line(f"{prefix} Test accuracy {compute_accuracy(model, test_loader, device)}")
-    # NEW: one figure for the whole run, every example counted exactly once
+    # EXTRA: one figure for the whole run, every example counted exactly once
     for name, dataset in (("training", train_ds), ("test", test_ds)):
         correct, total = count_correct_globally(model.module, dataset, env, device, 64)
         if env.rank == 0:
@@ -171,29 +135,30 @@ def evaluate(model: DDP, loaders: tuple[DataLoader, DataLoader, ToyDataset, ToyD
                        f"{correct / total} ({correct} of {total} examples)")
 
 
-def train_and_evaluate(args: argparse.Namespace, env: DistEnv) -> None:
+def train_tutorial_model(args: argparse.Namespace, env: DistEnv) -> None:
+    """Section 9.3's setup, loop and evaluation in this process."""
     device = args.device
-    prefix = f"[{'GPU' if device.type == 'cuda' else 'CPU'}{env.rank}]"  # NEW: global rank
+    prefix = f"[{'GPU' if device.type == 'cuda' else 'CPU'}{env.rank}]"  # NEW: which process
     loaders = prepare_dataset(args, env)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    snapshot = Snapshot(args.snapshot, model, optimizer, env.rank)  # NEW (ours): --snapshot
+    snapshot = Snapshot(args.snapshot, model, optimizer, env.rank)  # EXTRA: --snapshot
     start_epoch = snapshot.restore()
     if start_epoch:
         print_line(f"{prefix} Resuming from epoch {start_epoch} ({args.snapshot}): "
                    f"continuing with epoch {start_epoch + 1}")
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
     samples = (args.epochs - start_epoch) * len(loaders[0]) * args.batch_size * env.world_size
-    with timed(env, samples):  # NEW (ours): training time and throughput on rank 0
+    with timed(env, samples):  # EXTRA: training time and throughput, on rank 0
         train(model, loaders[0], optimizer, args.epochs, device, prefix, snapshot, start_epoch,
               args.log_every)
     evaluate(model, loaders, env, device, prefix)
 
 
 def main() -> None:
-    env = DistEnv.from_environ()  # NEW: who am I among how many
+    env = DistEnv.from_environ()  # NEW: this process's rank among how many (from torchrun)
     args = parse_args(env)
     if env.rank == 0:
         heading("9.3 Training with multiple GPUs")
@@ -204,14 +169,14 @@ def main() -> None:
                    f"with the {choose_backend(args.device.type)} backend")
     ddp_setup(env, args.device, args.timeout)
     try:
-        train_and_evaluate(args, env)
-    except CheckpointError as err:  # NEW (ours): an unusable --snapshot file
+        train_tutorial_model(args, env)
+    except CheckpointError as err:  # EXTRA: an unusable --snapshot file
         if env.rank == 0:
             print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
     finally:
-        gc.collect()  # NEW: free the DDP model before the group goes (avoids an abort at exit)
-        dist.destroy_process_group()  # NEW: on the error path too
+        gc.collect()  # EXTRA: free the DDP model before its group (avoids an abort at exit)
+        dist.destroy_process_group()  # NEW: leave the process group (EXTRA: on errors too)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,18 @@ import os
 import sys
 
 
+class _Parser(argparse.ArgumentParser):
+    """Under torchrun every process parses the flags: only global rank 0 prints --help and
+    usage errors, so a mistyped flag gives one message rather than one per process."""
+
+    def _print_message(self, message: str, file=None) -> None:
+        if os.environ.get("RANK", "0") == "0":
+            super()._print_message(message, file)
+
+
 def make_parser(doc: str | None) -> argparse.ArgumentParser:
-    """A parser whose --help starts with the script's docstring and lists every default."""
-    return argparse.ArgumentParser(
-        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    """A parser whose --help starts with the script's docstring (which names its section)."""
+    return _Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def positive_int(text: str) -> int:

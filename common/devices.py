@@ -3,6 +3,8 @@ on every machine and says clearly when the asked-for device is not there)."""
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
@@ -45,3 +47,17 @@ def resolve_device(name: str = "auto") -> torch.device:
         raise DeviceError(f"--device {name}: unknown; choose one of {', '.join(DEVICE_CHOICES)}")
     return torch.device(name)
 
+
+
+def add_device_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = DEVICE_CHOICES,
+                    help: str = "where to train; auto: CUDA, then MPS, then CPU") -> None:
+    parser.add_argument("--device", choices=choices, default="auto",
+                        help=f"{help} (default: %(default)s)")
+
+
+def device_from_flag(parser: argparse.ArgumentParser, name: str) -> torch.device:
+    """resolve_device, with a missing device reported as a usage error (exit 2)."""
+    try:
+        return resolve_device(name)
+    except DeviceError as err:
+        parser.error(f"argument {err}")

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Subset
 
 from common import ToyDataset, count_correct
+from common.cli import positive_float, positive_int
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,53 @@ class DistEnv:
                    launched=True)
 
 
-class RankZeroParser(argparse.ArgumentParser):
-    """An ArgumentParser that prints usage errors and --help on global rank 0 only, so that a
-    mistyped flag under torchrun gives one message rather than one per process."""
+def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
+    """a08's flags beyond the tutorial's training knobs."""
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="auto: one CUDA GPU per process where there are enough, else the "
+                             "CPU (default: %(default)s)")
+    parser.add_argument("--num-samples", type=positive_int, default=None,
+                        help="training-set size; more than 5 adds noisy copies of the toy data "
+                             "(default: the tutorial's 5, enlarged only if some process would "
+                             "get no full batch)")
+    parser.add_argument("--timeout", type=positive_float, default=120.0,
+                        help="seconds to wait for the other processes in any collective "
+                             "before giving up (default: %(default)s)")
+    parser.add_argument("--log-every", type=positive_int, default=1, metavar="K",
+                        help="print the loss of every K-th batch of an epoch "
+                             "(default: %(default)s, every batch, as in the tutorial)")
+    parser.add_argument("--snapshot", metavar="PATH", default=None,
+                        help="save training state here after every epoch, and resume from it "
+                             "if it exists (default: no snapshots)")
 
-    def _print_message(self, message: str, file=None) -> None:
-        if DistEnv.from_environ().rank == 0:
-            super()._print_message(message, file)
+
+def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                    env: DistEnv) -> None:
+    """Usage errors for what no single flag's type can check; also turns args.device into a
+    torch.device. Runs before any process group exists, so a bad flag never hangs the run."""
+    if args.snapshot is not None and not os.path.isdir(os.path.dirname(args.snapshot) or "."):
+        parser.error(f"argument --snapshot: the folder of {args.snapshot} does not exist")
+    if args.num_samples is not None and not gives_full_batches(
+            args.num_samples, env.world_size, args.batch_size):
+        parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
+                     f"{env.world_size} processes without a full batch of {args.batch_size}; "
+                     f"use at least {samples_needed(env.world_size, args.batch_size)}")
+    args.device = ddp_device(parser, args.device, env)
+
+
+def ddp_device(parser: argparse.ArgumentParser, name: str, env: DistEnv) -> torch.device:
+    """One GPU per process (LOCAL_RANK picks it), or the CPU."""
+    if name == "cpu":
+        return torch.device("cpu")
+    gpus = torch.cuda.device_count()
+    shortage = gpu_shortage(env.local_world_size, gpus)
+    if shortage and name == "cuda":
+        parser.error(f"argument --device cuda: {shortage}")
+    if shortage:  # auto: fall back to the CPU, and say why where there are GPUs
+        if gpus and env.rank == 0:
+            print_line(f"Note: training on the CPU: {shortage}")
+        return torch.device("cpu")
+    return torch.device("cuda", env.local_rank)
 
 
 def choose_backend(device_type: str, system: str | None = None) -> str:

@@ -7,10 +7,14 @@ accelerator around each measurement, repeats, and reports the median.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 import torch
 from torch.utils import benchmark
+
+from common.cli import positive_int_list
+from common.devices import detect_accelerator
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
 
@@ -61,3 +65,29 @@ def format_table(rows: list[Row], accelerator: torch.device | None) -> str:
             line += f" | {row.accelerator_s * 1e3:>10.3f} | {row.cpu_s / row.accelerator_s:>7.1f}x"
         lines.append(line)
     return "\n".join(lines)
+
+
+def add_benchmark_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", action="store_true",
+                        help="Exercise A.4: time matrix multiplication on the CPU and the "
+                             "accelerator (default: off)")
+    parser.add_argument("--sizes", type=positive_int_list, default=DEFAULT_SIZES,
+                        metavar="N,N,...",
+                        help=f"matrix sizes for --benchmark "
+                             f"(default: {','.join(map(str, DEFAULT_SIZES))})")
+
+
+def exercise_a4(sizes: tuple[int, ...]) -> None:
+    """Print the timing table and the size from which the accelerator wins."""
+    found = detect_accelerator()
+    accelerator = torch.device(found) if found else None
+    rows = run_benchmark(sizes, accelerator)
+    print("Median time of one float32 (size x size) @ (size x size) product:")
+    print(format_table(rows, accelerator))
+    if accelerator is None:
+        print("No accelerator on this machine, so there is no second column to compare with.")
+        return
+    size = crossover(rows)
+    name = accelerator.type.upper()
+    print(f"The {name} wins from size {size} on." if size else
+          f"The {name} did not win at any size measured.")
