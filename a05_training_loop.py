@@ -13,18 +13,25 @@ from torch.utils.data import DataLoader
 
 from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
 from common.cli import add_training_flags, check_batch_fits, heading, make_parser, run
+from common.plotting import matplotlib_missing, plot_training
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = make_parser(__doc__)
     add_training_flags(parser)
+    parser.add_argument("--plot", metavar="PATH", default=None,  # EXTRA: a picture
+                        help="save a PNG of the loss per batch and the decision boundary "
+                             "(needs matplotlib; default: no plot)")
     args = parser.parse_args(argv)
     check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
+    if args.plot is not None and (missing := matplotlib_missing()):
+        parser.error(f"argument --plot: {missing}")
     return args
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
-          optimizer: torch.optim.Optimizer, num_epochs: int) -> None:
+          optimizer: torch.optim.Optimizer, num_epochs: int) -> list[float]:
+    losses = []  # EXTRA: kept for --plot
     for epoch in range(num_epochs):
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
@@ -34,6 +41,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
+            losses.append(loss.item())
 
             # LOGGING
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
@@ -41,17 +49,18 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
                   f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         # Optional model evaluation would go here
+    return losses
 
 
 def train_tutorial_model(args: argparse.Namespace
-                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader]:
-    """Section 7's setup and loop: returns (model, train_loader, test_loader)."""
+                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader, list[float]]:
+    """Section 7's setup and loop: returns (model, train_loader, test_loader, losses)."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    train(model, train_loader, optimizer, args.epochs)
-    return model, train_loader, test_loader
+    losses = train(model, train_loader, optimizer, args.epochs)
+    return model, train_loader, test_loader, losses
 
 
 def show_predictions(model: torch.nn.Module) -> None:
@@ -76,7 +85,7 @@ def show_predictions(model: torch.nn.Module) -> None:
 def main() -> None:
     args = parse_args()
     heading("7 A typical training loop")
-    model, train_loader, test_loader = train_tutorial_model(args)
+    model, train_loader, test_loader, losses = train_tutorial_model(args)
 
     heading("7 Predictions on the training set")
     show_predictions(model)
@@ -84,6 +93,11 @@ def main() -> None:
     heading("7 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader))
     print("Test accuracy:", compute_accuracy(model, test_loader))
+
+    if args.plot is not None:  # EXTRA
+        X_train, y_train, _, _ = toy_data()
+        plot_training(losses, model, X_train, y_train, args.plot)
+        print(f"\nSaved the plot to {args.plot}")
 
 
 if __name__ == "__main__":

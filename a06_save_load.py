@@ -47,7 +47,7 @@ def report(model: torch.nn.Module) -> None:
 
 def save_then_restore(args: argparse.Namespace) -> None:
     heading("7 (recap) Training the model")
-    model, _, _ = train_tutorial_model(args)
+    model = train_tutorial_model(args)[0]
 
     heading("8 Saving and loading models")
     # NEW: written atomically, so an interrupted save never leaves a half-written file

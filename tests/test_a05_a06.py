@@ -1,5 +1,7 @@
 """a05 (section 7, training loop) and a06 (section 8, saving and loading)."""
 
+import sys
+
 import pytest
 
 from conftest import run_main, run_script, section
@@ -102,3 +104,26 @@ def test_a06_writes_where_path_says(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     assert f"Saved model.state_dict() to {target}\n" in out
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["weights.pth"]
+
+
+def test_a05_plot_writes_a_png(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main("a05_training_loop.py", ["--plot", "plot.png"], capsys)
+    assert code == 0, err
+    assert "Saved the plot to plot.png\n" in out
+    data = (tmp_path / "plot.png").read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert 10_000 < len(data) < 1_000_000
+
+
+def test_a05_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main("a05_training_loop.py", ["--plot", "plot.png"], capsys)
+    assert code == 2
+    assert err.splitlines()[-1] == (
+        "a05_training_loop.py: error: argument --plot: needs matplotlib: pip install "
+        'matplotlib (or pip install ".[plot]" in this repository)')
+    assert out == ""
+    assert not (tmp_path / "plot.png").exists()
