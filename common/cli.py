@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 class _Parser(argparse.ArgumentParser):
     """Under torchrun every process parses the flags: only global rank 0 prints --help and
     usage errors, so a mistyped flag gives one message rather than one per process."""
 
-    def _print_message(self, message: str, file=None) -> None:
+    def _print_message(self, message: str, file: Any = None) -> None:
         if os.environ.get("RANK", "0") == "0":
             super()._print_message(message, file)
 
@@ -43,7 +45,7 @@ def positive_float(text: str) -> float:
     return value
 
 
-def _in_range(kind: type, text: str, minimum: float, what: str):
+def _in_range(kind: type, text: str, minimum: float, what: str) -> Any:
     try:
         value = kind(text)
     except ValueError:
@@ -70,7 +72,7 @@ def heading(title: str) -> None:
     print(f"\n=== {title} ===")
 
 
-def run(main) -> None:
+def run(main: Callable[[], None]) -> None:
     """Call ``main()``; Ctrl-C ends the script at once with one line instead of a traceback,
     and a closed pipe (``| head``) ends it quietly."""
     try:
