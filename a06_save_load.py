@@ -50,7 +50,7 @@ def save_then_restore(args: argparse.Namespace) -> None:
     model = train_tutorial_model(args)[0]
 
     heading("8 Saving and loading models")
-    # NEW: written atomically, so an interrupted save never leaves a half-written file
+    # EXTRA: written atomically, so an interrupted save never leaves a half-written file
     atomic_save(model.state_dict(), args.path)
     print(f"Saved model.state_dict() to {args.path}")
 
@@ -58,7 +58,7 @@ def save_then_restore(args: argparse.Namespace) -> None:
     # weights_only=True: load tensors only, never code (the default since torch 2.6)
     print(load_state_dict_into(restored, args.path))
 
-    # NEW: show that the restored model is the trained one
+    # EXTRA: show that the restored model is the trained one
     same = torch.equal(predict(model), predict(restored))
     print("Restored model gives the trained model's logits exactly:", same)
     report(restored)

@@ -88,8 +88,8 @@ def compute_accuracy(
 ) -> float:
     """Section 7: the fraction of examples in ``dataloader`` that ``model`` classifies correctly.
 
-    NEW: ``device`` (section 9 moves each batch there; default: stay where the data is), and an
-    empty loader is a clear error instead of the tutorial's division by zero.
+    ``device``: section 9 moves each batch there (default: stay where the data is).
+    EXTRA: an empty loader is a clear error instead of the tutorial's division by zero.
     """
     correct, total = count_correct(model, dataloader, device)
     if total == 0:
