@@ -197,7 +197,9 @@ def test_ctrl_c_stops_a08_promptly_without_traceback(tmp_path):
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--epochs", "100000"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=clean_env())
+        env=clean_env(),
+        # as in a terminal: a test run started in the background inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in process.stdout:
         if "Epoch:" in line:
             break
