@@ -21,14 +21,14 @@ import torch
 import torch.distributed as dist  # NEW: process groups and collectives
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model wrapper
-from torch.utils.data import BatchSampler, DataLoader
-from torch.utils.data.distributed import DistributedSampler  # NEW: a slice of data a process
+from torch.utils.data import DataLoader
 
 from common import NeuralNetwork, ToyDataset, compute_accuracy, toy_data
 from common.checkpoint import CheckpointError
 from common.cli import add_training_flags, heading, make_parser, run
 from common.distributed import (
     DistEnv,
+    DistributedBatchSampler,
     add_ddp_flags,
     check_ddp_flags,
     choose_backend,
@@ -83,12 +83,12 @@ def prepare_dataset(args: argparse.Namespace, env: DistEnv
 
     train_loader = DataLoader(
         train_ds,
-        batch_size=None,  # EXTRA: the sampler yields whole batches of indices, so a batch is
-        sampler=BatchSampler(  # fetched by one indexing operation instead of one call a sample
-            DistributedSampler(train_ds),  # NEW: a disjoint slice of the data for each process
-            batch_size=args.batch_size, drop_last=True),
-        shuffle=False,  # NEW: the DistributedSampler shuffles instead
+        batch_size=None,  # EXTRA: the sampler yields whole batches of indices (see below)
+        shuffle=False,  # NEW: the sampler shuffles instead
         num_workers=0,
+        # NEW: a disjoint slice of the data for each process (the tutorial's
+        # DistributedSampler; EXTRA: in batches, each fetched by one indexing operation)
+        sampler=DistributedBatchSampler(train_ds, batch_size=args.batch_size),
     )
     test_loader = DataLoader(test_ds, batch_size=2, shuffle=False, num_workers=0)
     return train_loader, test_loader, train_ds, test_ds
@@ -100,7 +100,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
           snapshot: Snapshot, start_epoch: int,  # EXTRA: resuming
           log_every: int) -> None:  # EXTRA: a loss line every log_every batches
     for epoch in range(start_epoch, num_epochs):
-        train_loader.sampler.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
+        train_loader.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
             features, labels = features.to(device), labels.to(device)

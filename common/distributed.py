@@ -7,6 +7,7 @@
 - ``fit_training_data``: noisy copies of the toy data when the world is too large for it.
 - ``count_correct_globally``: accuracy over all processes, each example counted once.
 - ``print_line``: one write per line, so lines from different ranks never splice.
+- ``DistributedBatchSampler``: the DistributedSampler's batches as index tensors (fast).
 - ``timed``: training time and throughput on rank 0, start-up excluded.
 - ``store_for_this_attempt``: a key-value store that survives torchrun's restarts (see there).
 """
@@ -26,7 +27,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data.distributed import DistributedSampler
 
 from common import ToyDataset, count_correct
 from common.cli import positive_float, positive_int
@@ -139,8 +141,43 @@ def fit_training_data(X: torch.Tensor, y: torch.Tensor, num_samples: int,
         return X[:num_samples], y[:num_samples]
     copies = math.ceil(num_samples / len(y)) - 1
     generator = torch.Generator().manual_seed(seed)
-    noisy = [X + 0.1 * torch.randn(X.shape, generator=generator) for _ in range(copies)]
-    return torch.cat([X, *noisy])[:num_samples], y.repeat(copies + 1)[:num_samples]
+    noise = 0.1 * torch.randn((copies, *X.shape), generator=generator)
+    noisy = (X + noise).reshape(-1, *X.shape[1:])
+    return torch.cat([X, noisy])[:num_samples], y.repeat(copies + 1)[:num_samples]
+
+
+class DistributedBatchSampler(DistributedSampler):
+    """The batches that ``DataLoader(ds, batch_size=B, drop_last=True,
+    sampler=DistributedSampler(ds))`` makes, the same indices in the same order, but each batch
+    as one index tensor. Use with ``DataLoader(ds, batch_size=None, sampler=...)``: a batch is
+    then fetched by one indexing operation, where the tutorial's loader turns every index into
+    a Python int, fetches each example alone and stacks them (profiled: 0.8 us an example, more
+    than the model's own forward and backward pass at large batch sizes)."""
+
+    def __init__(self, dataset: Dataset, batch_size: int, **kwargs) -> None:
+        super().__init__(dataset, **kwargs)
+        self.batch_size = batch_size
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        # DistributedSampler.__iter__, in tensors: shuffle by seed + epoch, pad by repeating
+        # (or drop) to a multiple of the number of processes, then every num_replicas-th index.
+        n = len(self.dataset)  # type: ignore[arg-type]
+        if self.shuffle:
+            generator = torch.Generator()
+            generator.manual_seed(self.seed + self.epoch)
+            indices = torch.randperm(n, generator=generator)
+        else:
+            indices = torch.arange(n)
+        if self.drop_last:
+            indices = indices[:self.total_size]
+        else:
+            indices = indices.repeat(math.ceil(self.total_size / n))[:self.total_size]
+        mine = indices[self.rank:self.total_size:self.num_replicas]
+        full = len(mine) // self.batch_size * self.batch_size  # drop_last for the batches
+        return iter(mine[:full].split(self.batch_size) if full else ())
+
+    def __len__(self) -> int:
+        return self.num_samples // self.batch_size
 
 
 def count_correct_globally(model: torch.nn.Module, dataset: ToyDataset, env: DistEnv,

@@ -82,16 +82,24 @@ def ddp_scaling(batch_sizes: list[int], nprocs: list[int], num_samples: int, epo
             flags = ["--num-samples", str(num_samples), "--batch-size", str(batch),
                      "--epochs", str(epochs), "--log-every", "1000000000",
                      "--device", device]
-            # one thread a process, as torchrun gives each worker
-            env = clean_env(OMP_NUM_THREADS="1")
+            # The reference: one process with one thread, as torchrun gives each worker.
+            one_thread = clean_env(OMP_NUM_THREADS="1")
             plain_cmd = [sys.executable, str(ROOT / "tests/benchmarks/plain_loop.py"), *flags]
-            plain = statistics.median(throughput(plain_cmd, env)[0] for _ in range(repeats))
+            plain = statistics.median(throughput(plain_cmd, one_thread)[0]
+                                      for _ in range(repeats))
             if device == "cpu":
-                rows.append([device, str(batch), "plain, no DDP", f"{plain:.0f}", "1.00x", "-"])
+                rows.append([device, str(batch), "plain, 1 thread", f"{plain:.0f}", "1.00x", "-"])
+                # What a plain run gets by default: intra-op threads on every core.
+                every_core = clean_env(OMP_NUM_THREADS=str(os.cpu_count()))
+                rate = statistics.median(throughput(plain_cmd, every_core)[0]
+                                         for _ in range(repeats))
+                rows.append([device, str(batch), f"plain, {os.cpu_count()} threads",
+                             f"{rate:.0f}", f"{rate / plain:.2f}x", "-"])
             for n in counts:
                 cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                        f"--nproc_per_node={n}", str(ROOT / "a08_ddp_torchrun.py"), *flags]
-                rate = statistics.median(throughput(cmd, env)[0] for _ in range(repeats))
+                rate = statistics.median(throughput(cmd, one_thread)[0]
+                                         for _ in range(repeats))
                 speedups[(device, batch, n)] = rate / plain
                 rows.append([device, str(batch), f"DDP, N={n}", f"{rate:.0f}",
                              f"{rate / plain:.2f}x", f"{rate / plain / n:.0%}"])
@@ -126,12 +134,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--markdown", metavar="PATH", help="also write the report here")
-    parser.add_argument("--repeats", type=int, default=5, help="runs per figure (median)")
-    parser.add_argument("--batch-sizes", default="16,64,256,1024,4096")
-    parser.add_argument("--nprocs", default="1,2,4")
-    parser.add_argument("--num-samples", type=int, default=131072)
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--only", choices=("walkthrough", "ddp", "a4"), default=None)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument("--batch-sizes", default="64,1024,4096,16384,65536",
+                        help="per-process batch sizes for the DDP sweep")
+    parser.add_argument("--nprocs", default="1,2,4", help="CPU process counts")
+    parser.add_argument("--num-samples", type=int, default=1048576)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--only", choices=("walkthrough", "ddp", "a4"), default=None,
+                        help="run one part only")
     args = parser.parse_args()
 
     parts = [f"Machine: {machine()}"]

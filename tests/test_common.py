@@ -1,0 +1,50 @@
+"""Pieces of common/ that the scripts' output cannot pin down on its own."""
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+from common import ToyDataset
+from common.distributed import DistributedBatchSampler, choose_backend, gpu_shortage
+
+
+@pytest.mark.parametrize("num_samples, replicas, batch", [
+    (5, 1, 2), (5, 2, 2), (5, 3, 2), (10, 5, 2), (16, 8, 2), (1000, 3, 64), (97, 4, 5),
+])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_batch_sampler_gives_the_tutorials_batches(num_samples, replicas, batch, drop_last):
+    dataset = ToyDataset(torch.arange(num_samples * 2.0).reshape(-1, 2),
+                         torch.arange(num_samples))
+    for rank in range(replicas):
+        reference = DataLoader(dataset, batch_size=batch, drop_last=True, sampler=(
+            DistributedSampler(dataset, replicas, rank, drop_last=drop_last, seed=7)))
+        ours = DataLoader(dataset, batch_size=None, sampler=DistributedBatchSampler(
+            dataset, batch, num_replicas=replicas, rank=rank, drop_last=drop_last, seed=7))
+        for epoch in (0, 1, 5):
+            reference.sampler.set_epoch(epoch)
+            ours.sampler.set_epoch(epoch)
+            expected = [labels.tolist() for _, labels in reference]
+            assert [labels.tolist() for _, labels in ours] == expected
+            assert len(ours) == len(expected)
+
+
+@pytest.mark.parametrize("device, system, backend", [
+    ("cpu", "Linux", "gloo"), ("cpu", "Darwin", "gloo"), ("cpu", "Windows", "gloo"),
+    ("cuda", "Windows", "gloo"), ("mps", "Darwin", "gloo"),
+])
+def test_backend_for_the_platform(device, system, backend):
+    assert choose_backend(device, system) == backend
+
+
+def test_nccl_for_cuda_on_linux_where_nccl_exists():
+    expected = "nccl" if torch.distributed.is_nccl_available() else "gloo"
+    assert choose_backend("cuda", "Linux") == expected
+
+
+def test_gpu_shortage_names_the_fix():
+    assert gpu_shortage(2, 2) is None
+    assert gpu_shortage(8, 2) == (
+        "8 processes on this machine but only 2 GPU(s), and NCCL refuses two processes on one "
+        "GPU; use --nproc_per_node=2, or --device cpu")
+    assert "no usable CUDA GPU" in gpu_shortage(1, 0)
