@@ -8,6 +8,7 @@ a08 runs under torchrun with two processes, as section 9.3 shows it.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -35,9 +36,12 @@ def main() -> int:
         command = (launcher or [sys.executable]) + [str(ROOT / script)]
         shown = ("torchrun --standalone --nproc_per_node=2 " if launcher else "python ") + script
         print(f"\n##### {shown} #####", flush=True)
+        # torchrun warns when it sets OMP_NUM_THREADS=1 itself; setting it here says the same
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         with tempfile.TemporaryDirectory() as workdir:
             try:
-                returncode = subprocess.run(command, cwd=workdir).returncode
+                returncode = subprocess.run(command, cwd=workdir,
+                                            env=env if launcher else None).returncode
             except KeyboardInterrupt:
                 print(f"\nWalkthrough interrupted during {script}.", file=sys.stderr)
                 return 130
