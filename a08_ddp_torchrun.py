@@ -57,7 +57,7 @@ def ddp_setup(env: DistEnv, device: torch.device, timeout_s: float) -> None:
     tutorial asks for NCCL on every platform but Windows, so it fails on CPUs and Macs)."""
     backend = choose_backend(device.type)
     if platform.system() == "Windows":
-        os.environ["USE_LIBUV"] = "0"  # NEW: Windows builds of torch lack libuv
+        os.environ["USE_LIBUV"] = "0"  # NEW: the TCP store without libuv, as Windows needs
     if device.type == "cuda":
         torch.cuda.set_device(device)  # NEW: this process's GPU, by LOCAL_RANK
     dist.init_process_group(backend=backend, rank=env.rank,  # EXTRA: global RANK, not LOCAL

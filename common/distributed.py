@@ -32,6 +32,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from common import ToyDataset, count_correct
 from common.cli import positive_float, positive_int
+from common.devices import add_device_flag
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,8 @@ class DistEnv:
 
 def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
     """a08's flags beyond the tutorial's training knobs."""
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="auto: one CUDA GPU per process where there are enough, else the "
-                             "CPU (default: %(default)s)")
+    add_device_flag(parser, choices=("auto", "cpu", "cuda"),
+                    help="auto: one CUDA GPU per process where there are enough, else the CPU")
     parser.add_argument("--num-samples", type=positive_int, default=None,
                         help="training-set size; more than 5 adds noisy copies of the toy data "
                              "(default: the tutorial's 5, enlarged only if some process would "
