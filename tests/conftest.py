@@ -14,6 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # lets tests import the scripts and common/, as the scripts do
 
+from common import walkthrough  # noqa: E402
+
 
 def run_script(script: str, *args: str, cwd: Path, timeout: float = 120,
                env: dict | None = None) -> subprocess.CompletedProcess:
@@ -69,9 +71,7 @@ def workdir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("run")
 
 
-DEFAULT_RUN_SCRIPTS = ("a01_tensors.py", "a02_autograd.py", "a03_mlp.py", "a04_dataloaders.py",
-                       "a05_training_loop.py", "a06_save_load.py", "a07_gpu_single.py",
-                       "a08_ddp_torchrun.py")
+DEFAULT_RUN_SCRIPTS = tuple(script for script, _ in walkthrough.STEPS)  # the one list of scripts
 
 
 def run_concurrently(commands: dict, cwd_of, timeout: float = 300) -> dict:

@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ["a01_tensors.py", "a02_autograd.py", "a03_mlp.py", "a04_dataloaders.py",
-           "a05_training_loop.py", "a06_save_load.py", "a07_gpu_single.py",
-           "a08_ddp_torchrun.py"]
+sys.path.insert(0, str(ROOT))
+from common.walkthrough import STEPS  # noqa: E402
+
+SCRIPTS = [script for script, _ in STEPS]  # the one list of scripts, in the tutorial's order
 THROUGHPUT = re.compile(r"^Training time: ([\d.]+) s for (\d+) samples, (\d+) samples/s",
                         re.MULTILINE)
 
