@@ -6,7 +6,12 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 from common import ToyDataset
-from common.distributed import DistributedBatchSampler, choose_backend, gpu_shortage
+from common.distributed import (
+    DistributedBatchSampler,
+    choose_backend,
+    gpu_shortage,
+    index_dtype,
+)
 
 
 @pytest.mark.parametrize("num_samples, replicas, batch", [
@@ -24,9 +29,24 @@ def test_batch_sampler_gives_the_tutorials_batches(num_samples, replicas, batch,
         for epoch in (0, 1, 5):
             reference.sampler.set_epoch(epoch)
             ours.sampler.set_epoch(epoch)
-            expected = [labels.tolist() for _, labels in reference]
-            assert [labels.tolist() for _, labels in ours] == expected
+            expected = [(features.tolist(), labels.tolist()) for features, labels in reference]
+            assert [(features.tolist(), labels.tolist()) for features, labels in ours] == expected
             assert len(ours) == len(expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_a_batch_of_indices_fetches_the_same_rows_as_one_by_one(dtype):
+    dataset = ToyDataset(torch.randn(1000, 2), torch.randint(0, 2, (1000,)))
+    indices = torch.randperm(1000, dtype=dtype)[:300]
+    features, labels = dataset[indices]
+    assert torch.equal(features, torch.stack([dataset[int(i)][0] for i in indices]))
+    assert torch.equal(labels, torch.stack([dataset[int(i)][1] for i in indices]))
+
+
+def test_index_dtype_switches_to_int64_past_int32():
+    assert index_dtype(5) == torch.int32
+    assert index_dtype(2**31 - 1) == torch.int32
+    assert index_dtype(2**31) == torch.int64
 
 
 @pytest.mark.parametrize("device, system, backend", [

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,19 +63,58 @@ def walkthrough(repeats: int) -> tuple[list[str], list[list[str]]]:
     return ["command", f"median wall time (s), {repeats} runs", "ratio to import torch"], rows
 
 
-def throughput(command: list[str], env: dict) -> tuple[float, float]:
-    """(samples/s, training seconds) from a08's timing line."""
+def throughput(command: list[str], env: dict) -> float:
+    """Samples/s from a08's timing line."""
     with tempfile.TemporaryDirectory() as cwd:
         out = subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True,
                              text=True).stdout
     match = THROUGHPUT.search(out)
     if not match:
         raise RuntimeError(f"no timing line in the output of {command}")
-    return float(match[3]), float(match[1])
+    return float(match[3])
+
+
+def side_by_side(command: list[str], env: dict) -> float:
+    """Samples/s of two copies of ``command`` run at once, each on half the work: what two
+    processes get from this machine when they never talk to each other (DDP's ceiling)."""
+    with tempfile.TemporaryDirectory() as cwd:
+        runs = [subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
+                for _ in range(2)]
+        outs = [run.communicate()[0] for run in runs]
+    matches = [THROUGHPUT.search(out) for out in outs]
+    if not all(matches) or any(run.returncode for run in runs):
+        raise RuntimeError(f"side-by-side runs of {command} failed")
+    return sum(int(m[2]) for m in matches) / max(float(m[1]) for m in matches)
+
+
+def ddp_runs(device: str, batch: int, num_samples: int, epochs: int, counts: list[int]
+             ) -> list[tuple[str, int, Callable[[], float]]]:
+    """(row name, processes, measure returning samples/s) for one device and batch size."""
+    def flags(samples: int) -> list[str]:
+        return ["--num-samples", str(samples), "--batch-size", str(batch), "--epochs",
+                str(epochs), "--log-every", "1000000000", "--device", device]
+    one_thread = clean_env(OMP_NUM_THREADS="1")  # as torchrun gives each worker
+    plain = [sys.executable, str(ROOT / "tests/benchmarks/plain_loop.py")]
+    runs = [("plain, 1 thread", 1, partial(throughput, plain + flags(num_samples), one_thread))]
+    if device == "cpu":
+        cores = os.cpu_count() or 1  # what a plain run gets by default: a thread on every core
+        runs.append((f"plain, {cores} threads", 0, partial(
+            throughput, plain + flags(num_samples), clean_env(OMP_NUM_THREADS=str(cores)))))
+        runs.append(("2 plain processes side by side", 2, partial(
+            side_by_side, plain + flags(num_samples // 2), one_thread)))
+    for n in counts:
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    f"--nproc_per_node={n}", str(ROOT / "a08_ddp_torchrun.py")]
+        runs.append((f"DDP, N={n}", n, partial(throughput, torchrun + flags(num_samples),
+                                               one_thread)))
+    return runs
 
 
 def ddp_scaling(batch_sizes: list[int], nprocs: list[int], min_samples: int, epochs: int,
                 repeats: int) -> tuple[list[str], list[list[str]], dict]:
+    """Each repeat runs the plain loop and every other run straight after it; a speed-up is
+    the median of the per-repeat ratios, because this machine's speed drifts by 20% over
+    minutes (other virtual machines on the host), more than the differences measured."""
     import torch
     rows, speedups = [], {}
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -81,32 +122,20 @@ def ddp_scaling(batch_sizes: list[int], nprocs: list[int], min_samples: int, epo
         counts = nprocs if device == "cpu" else sorted({1, torch.cuda.device_count()})
         for batch in batch_sizes:
             num_samples = max(min_samples, 64 * batch)  # at least 64 batches an epoch at N=1
-            flags = ["--num-samples", str(num_samples), "--batch-size", str(batch),
-                     "--epochs", str(epochs), "--log-every", "1000000000",
-                     "--device", device]
-            # The reference: one process with one thread, as torchrun gives each worker.
-            one_thread = clean_env(OMP_NUM_THREADS="1")
-            plain_cmd = [sys.executable, str(ROOT / "tests/benchmarks/plain_loop.py"), *flags]
-            plain = statistics.median(throughput(plain_cmd, one_thread)[0]
-                                      for _ in range(repeats))
-            if device == "cpu":
-                rows.append([device, str(batch), "plain, 1 thread", f"{plain:.0f}", "1.00x", "-"])
-                # What a plain run gets by default: intra-op threads on every core.
-                every_core = clean_env(OMP_NUM_THREADS=str(os.cpu_count()))
-                rate = statistics.median(throughput(plain_cmd, every_core)[0]
-                                         for _ in range(repeats))
-                rows.append([device, str(batch), f"plain, {os.cpu_count()} threads",
-                             f"{rate:.0f}", f"{rate / plain:.2f}x", "-"])
-            for n in counts:
-                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                       f"--nproc_per_node={n}", str(ROOT / "a08_ddp_torchrun.py"), *flags]
-                rate = statistics.median(throughput(cmd, one_thread)[0]
-                                         for _ in range(repeats))
-                speedups[(device, batch, n)] = rate / plain
-                rows.append([device, str(batch), f"DDP, N={n}", f"{rate:.0f}",
-                             f"{rate / plain:.2f}x", f"{rate / plain / n:.0%}"])
-    header = ["device", "batch per process", "run", "samples/s", "speed-up vs plain, 1 thread",
-              "parallel efficiency"]
+            runs = ddp_runs(device, batch, num_samples, epochs, counts)
+            rates: list[list[float]] = [[] for _ in runs]
+            for _ in range(repeats):
+                for (_, _, measure), values in zip(runs, rates, strict=True):
+                    values.append(measure())
+            for (name, n, _), values in zip(runs, rates, strict=True):
+                ratio = statistics.median(
+                    v / p for v, p in zip(values, rates[0], strict=True))
+                if name.startswith("DDP"):
+                    speedups[(device, batch, n)] = ratio
+                rows.append([device, str(batch), name, f"{statistics.median(values):.0f}",
+                             f"{ratio:.2f}x", f"{ratio / n:.0%}" if n else "-"])
+    header = ["device", "batch per process", "run", "samples/s (median)",
+              "speed-up vs plain, 1 thread (median ratio)", "parallel efficiency"]
     return header, rows, speedups
 
 
