@@ -128,14 +128,16 @@ def ddp_scaling(batch_sizes: list[int], nprocs: list[int], min_samples: int, epo
                 for (_, _, measure), values in zip(runs, rates, strict=True):
                     values.append(measure())
             for (name, n, _), values in zip(runs, rates, strict=True):
-                ratio = statistics.median(
-                    v / p for v, p in zip(values, rates[0], strict=True))
+                ratios = [v / p for v, p in zip(values, rates[0], strict=True)]
+                ratio = statistics.median(ratios)
                 if name.startswith("DDP"):
                     speedups[(device, batch, n)] = ratio
                 rows.append([device, str(batch), name, f"{statistics.median(values):.0f}",
-                             f"{ratio:.2f}x", f"{ratio / n:.0%}" if n else "-"])
+                             f"{ratio:.2f}x", f"{min(ratios):.2f}-{max(ratios):.2f}",
+                             f"{ratio / n:.0%}" if n else "-"])
     header = ["device", "batch per process", "run", "samples/s (median)",
-              "speed-up vs plain, 1 thread (median ratio)", "parallel efficiency"]
+              "speed-up vs plain, 1 thread (median ratio)", "lowest-highest ratio",
+              "parallel efficiency"]
     return header, rows, speedups
 
 

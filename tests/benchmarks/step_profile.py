@@ -65,7 +65,8 @@ def profile_steps(model: torch.nn.Module, loader, optimizer, epochs: int
             phases.append((t1 - t0, t2 - t1, grads_ready - t2, t3 - grads_ready, t4 - t3,
                            t4 - t0))
             marks.append((grads_ready, t3))
-    return phases[WARM_UP_STEPS:], marks[WARM_UP_STEPS:]
+    skip = WARM_UP_STEPS if len(phases) > 2 * WARM_UP_STEPS else 0  # short runs: keep all
+    return phases[skip:], marks[skip:]
 
 
 def summary(values: list[float]) -> str:
