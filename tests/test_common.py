@@ -43,6 +43,14 @@ def test_a_batch_of_indices_fetches_the_same_rows_as_one_by_one(dtype):
     assert torch.equal(labels, torch.stack([dataset[int(i)][1] for i in indices]))
 
 
+def test_a_boolean_mask_still_selects_as_plain_indexing_does():
+    dataset = ToyDataset(torch.randn(10, 2), torch.arange(10))
+    mask = torch.arange(10) % 3 == 0
+    features, labels = dataset[mask]
+    assert torch.equal(features, dataset.features[mask])
+    assert labels.tolist() == [0, 3, 6, 9]
+
+
 def test_index_dtype_switches_to_int64_past_int32():
     assert index_dtype(5) == torch.int32
     assert index_dtype(2**31 - 1) == torch.int32
