@@ -48,7 +48,6 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-
 def add_device_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = DEVICE_CHOICES,
                     help: str = "where to train; auto: CUDA, then MPS, then CPU") -> None:
     parser.add_argument("--device", choices=choices, default="auto",
