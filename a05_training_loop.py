@@ -12,8 +12,15 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
-from common.cli import add_training_flags, check_batch_fits, heading, make_parser, run
-from common.plotting import matplotlib_missing, plot_training
+from common.extras import (
+    add_training_flags,
+    check_batch_fits,
+    heading,
+    make_parser,
+    matplotlib_missing,
+    plot_training,
+    run,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,7 +50,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.step()
             losses.append(loss.item())
 
-            # LOGGING
+            # LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
                   f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
                   f" | Train/Val Loss: {loss:.2f}")

@@ -9,14 +9,19 @@ Run: python a06_save_load.py [--path model.pth]
 """
 
 import argparse
-import sys
 
 import torch
 
 from a05_training_loop import train_tutorial_model
 from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
-from common.checkpoint import CheckpointError, atomic_save, load_state_dict_into
-from common.cli import add_training_flags, heading, make_parser, run
+from common.extras import (
+    add_training_flags,
+    atomic_path,
+    explain_checkpoint_errors,
+    heading,
+    make_parser,
+    run,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,18 +50,30 @@ def report(model: torch.nn.Module) -> None:
     print("Test accuracy:", compute_accuracy(model, test_loader))
 
 
+def save(model: torch.nn.Module, path: str) -> None:
+    # EXTRA: torch.save writes a temporary file, renamed to `path` once complete, so an
+    # interrupted save never leaves a half-written file (and a bad --path is one line)
+    with atomic_path(path) as tmp_path:
+        torch.save(model.state_dict(), tmp_path)
+    print(f"Saved model.state_dict() to {path}")
+
+
+def load(path: str) -> torch.nn.Module:
+    model = NeuralNetwork(2, 2)  # needs to match the saved model's architecture exactly
+    # EXTRA: an unusable file (missing, damaged, another architecture) is one line
+    with explain_checkpoint_errors(path):
+        # weights_only=True: load tensors only, never code (the default since torch 2.6)
+        print(model.load_state_dict(torch.load(path, weights_only=True)))
+    return model
+
+
 def save_then_restore(args: argparse.Namespace) -> None:
     heading("7 (recap) Training the model")
     model = train_tutorial_model(args)[0]
 
     heading("8 Saving and loading models")
-    # EXTRA: written atomically, so an interrupted save never leaves a half-written file
-    atomic_save(model.state_dict(), args.path)
-    print(f"Saved model.state_dict() to {args.path}")
-
-    restored = NeuralNetwork(2, 2)  # same architecture as the saved model
-    # weights_only=True: load tensors only, never code (the default since torch 2.6)
-    print(load_state_dict_into(restored, args.path))
+    save(model, args.path)
+    restored = load(args.path)
 
     # EXTRA: show that the restored model is the trained one
     same = torch.equal(predict(model), predict(restored))
@@ -64,27 +81,13 @@ def save_then_restore(args: argparse.Namespace) -> None:
     report(restored)
 
 
-def restore_only(path: str) -> None:
-    heading("8 Loading a saved model")
-    model = NeuralNetwork(2, 2)
-    print(load_state_dict_into(model, path))
-    report(model)
-
-
 def main() -> None:
     args = parse_args()
-    try:
-        if args.load is not None:
-            restore_only(args.load)
-        else:
-            save_then_restore(args)
-    except CheckpointError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(1)
-    except OSError as err:  # e.g. --path in a folder that does not exist or is read-only
-        print(f"error: cannot write {args.path}: {err.strerror}; choose another --path",
-              file=sys.stderr)
-        sys.exit(1)
+    if args.load is not None:  # EXTRA: restore a saved file without training
+        heading("8 Loading a saved model")
+        report(load(args.load))
+    else:
+        save_then_restore(args)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,18 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
-from common.cli import add_training_flags, check_batch_fits, heading, make_parser, run
-from common.devices import add_device_flag, detect_accelerator, device_from_flag
-from common.matmul_benchmark import add_benchmark_flags, exercise_a4
+from common.extras import (
+    add_benchmark_flags,
+    add_device_flag,
+    add_training_flags,
+    check_batch_fits,
+    detect_accelerator,
+    device_from_flag,
+    exercise_a4,
+    heading,
+    make_parser,
+    run,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -27,11 +36,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_benchmark_flags(parser)  # EXTRA: --benchmark, --sizes (Exercise A.4)
     args = parser.parse_args(argv)
     check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
-    args.device = device_from_flag(parser, args.device)  # EXTRA: a missing device: one line
+    args.device = device_from_flag(parser, args.device)  # EXTRA: None for auto; missing: one line
     return args
 
 
-def section_9_1_tensors_on_device(device: torch.device) -> None:
+def section_9_1_tensors_on_device(device: torch.device | None) -> None:
+    device = device or torch.device(detect_accelerator() or "cpu")  # EXTRA: any accelerator
     tensor_1 = torch.tensor([1.0, 2.0, 3.0])
     tensor_2 = torch.tensor([4.0, 5.0, 6.0])
     print("On the CPU:", tensor_1 + tensor_2)
@@ -75,16 +85,19 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
 
 
 def train_tutorial_model(args: argparse.Namespace
-                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader]:
-    """Section 7's setup and loop: returns (model, train_loader, test_loader)."""
+                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader, torch.device]:
+    """Section 7's setup and loop: returns (model, train_loader, test_loader, device)."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    device = args.device  # NEW: the tutorial's torch.device("cuda" if ... else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW: the device
+    if device.type == "cpu":  # NEW: the text's variant for Apple-silicon Macs
+        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+    device = args.device or device  # EXTRA: --device, where given, overrides the choice above
     model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     train(model, train_loader, optimizer, args.epochs, device)
-    return model, train_loader, test_loader
+    return model, train_loader, test_loader, device
 
 
 def main() -> None:
@@ -96,11 +109,11 @@ def main() -> None:
         exercise_a4(args.sizes)
 
     heading("9.2 Single-GPU training")
-    model, train_loader, test_loader = train_tutorial_model(args)
+    model, train_loader, test_loader, device = train_tutorial_model(args)
 
     heading("9.2 compute_accuracy")
-    print("Training accuracy:", compute_accuracy(model, train_loader, device=args.device))
-    print("Test accuracy:", compute_accuracy(model, test_loader, device=args.device))
+    print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
+    print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import argparse
 import gc
 import os
 import platform
-import sys
 from datetime import timedelta
 
 import torch
@@ -22,84 +21,76 @@ import torch.distributed as dist  # NEW: process groups and collectives
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model wrapper
 from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler  # NEW: a slice per process
 
 from common import NeuralNetwork, ToyDataset, compute_accuracy, toy_data
-from common.checkpoint import CheckpointError
-from common.cli import add_training_flags, heading, make_parser, run
-from common.distributed import (
-    DistEnv,
-    DistributedBatchSampler,
-    add_ddp_flags,
-    check_ddp_flags,
-    choose_backend,
-    count_correct_globally,
-    fit_training_data,
-    gives_full_batches,
-    print_line,
-    samples_needed,
+from common.extras import (
+    Progress,
+    enough_examples,
+    fast_batch_loader,
+    heading,
+    parse_ddp_args,
+    report_global_accuracy,
+    run,
     store_for_this_attempt,
-    timed,
 )
-from common.snapshot import Snapshot
 
 
-def parse_args(env: DistEnv, argv: list[str] | None = None) -> argparse.Namespace:
-    parser = make_parser(__doc__)
-    add_training_flags(parser)
-    add_ddp_flags(parser)  # EXTRA: --device, --num-samples, --timeout, --log-every, --snapshot
-    args = parser.parse_args(argv)
-    check_ddp_flags(parser, args, env)  # EXTRA: clear errors before any process group exists
-    return args
+def choose_backend(device: torch.device, system: str | None = None) -> str:
+    """NEW: NCCL between CUDA GPUs, as the text does, except on Windows (no NCCL there).
+    EXTRA: gloo on CPUs and Macs too, where the text's NCCL cannot run."""
+    on_windows = (system or platform.system()) == "Windows"
+    if device.type == "cuda" and not on_windows and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
 
 
-def ddp_setup(env: DistEnv, device: torch.device, timeout_s: float) -> None:
-    """NEW: join the process group: NCCL between CUDA GPUs, gloo everywhere else (EXTRA: the
-    tutorial asks for NCCL on every platform but Windows, so it fails on CPUs and Macs)."""
-    backend = choose_backend(device.type)
+def ddp_setup(rank: int, world_size: int, device: torch.device, timeout: timedelta) -> None:
+    """NEW: join the process group, so that the processes can talk to each other."""
     if platform.system() == "Windows":
-        os.environ["USE_LIBUV"] = "0"  # NEW: the TCP store without libuv, as Windows needs
-    if device.type == "cuda":
-        torch.cuda.set_device(device)  # NEW: this process's GPU, by LOCAL_RANK
-    dist.init_process_group(backend=backend, rank=env.rank,  # EXTRA: global RANK, not LOCAL
-                            world_size=env.world_size,
-                            timeout=timedelta(seconds=timeout_s),  # EXTRA: bounded waits
-                            store=store_for_this_attempt(env, timedelta(seconds=timeout_s)))
+        os.environ["USE_LIBUV"] = "0"  # NEW: torch for Windows is built without libuv
+    if device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
+        torch.cuda.set_device(device)  # NEW: this process's GPU
+    dist.init_process_group(backend=choose_backend(device), rank=rank, world_size=world_size,
+                            timeout=timeout,  # EXTRA: a lost peer ends the run, no hang
+                            store=store_for_this_attempt(timeout))  # EXTRA: see its docstring
 
 
-def prepare_dataset(args: argparse.Namespace, env: DistEnv
-                    ) -> tuple[DataLoader, DataLoader, ToyDataset, ToyDataset]:
+def process_name(device: torch.device) -> str:
+    """NEW: which process printed a line: [GPU0], [GPU1], ... (EXTRA: [CPU0] on CPUs)."""
+    return f"[{'GPU' if device.type == 'cuda' else 'CPU'}{dist.get_rank()}]"
+
+
+def prepare_dataset(args: argparse.Namespace) -> tuple[DataLoader, DataLoader]:
     X_train, y_train, X_test, y_test = toy_data()
-    num_samples = args.num_samples or len(y_train)
-    if not gives_full_batches(num_samples, env.world_size, args.batch_size):
-        # EXTRA: the tutorial asks the reader to uncomment lines here; we enlarge as needed
-        num_samples = samples_needed(env.world_size, args.batch_size)
-        if env.rank == 0:
-            print_line(f"Note: {len(y_train)} examples leave some of the {env.world_size} "
-                       f"processes without a full batch of {args.batch_size}; training on "
-                       f"{num_samples} (the examples plus noisy copies; see --num-samples).")
-    X_train, y_train = fit_training_data(X_train, y_train, num_samples, args.seed)
+    # EXTRA: noisy copies where some process would get no full batch (the text: uncomment lines)
+    X_train, y_train = enough_examples(X_train, y_train, args)
     train_ds = ToyDataset(X_train, y_train)
     test_ds = ToyDataset(X_test, y_test)
 
     train_loader = DataLoader(
-        train_ds,
-        batch_size=None,  # EXTRA: the sampler yields whole batches of indices (see below)
-        shuffle=False,  # NEW: the sampler shuffles instead
-        num_workers=0,
-        # NEW: a disjoint slice of the data for each process (the tutorial's
-        # DistributedSampler; EXTRA: in batches, each fetched by one indexing operation)
-        sampler=DistributedBatchSampler(train_ds, batch_size=args.batch_size),
+        dataset=train_ds,
+        batch_size=args.batch_size,
+        shuffle=False,  # NEW: False because of DistributedSampler below
+        pin_memory=True,
+        drop_last=True,
+        # NEW: chunk the batches across processes without overlapping examples
+        sampler=DistributedSampler(train_ds),
     )
-    test_loader = DataLoader(test_ds, batch_size=2, shuffle=False, num_workers=0)
-    return train_loader, test_loader, train_ds, test_ds
+    if args.fast_batches:  # EXTRA: the same batches, each fetched in one operation
+        train_loader = fast_batch_loader(train_ds, args.batch_size)
+    test_loader = DataLoader(
+        dataset=test_ds,
+        batch_size=2,
+        shuffle=False,
+    )
+    return train_loader, test_loader
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
-          device: torch.device, prefix: str,  # NEW: the prefix names the process
-          snapshot: Snapshot, start_epoch: int,  # EXTRA: resuming
-          log_every: int) -> None:  # EXTRA: a loss line every log_every batches
-    for epoch in range(start_epoch, num_epochs):
+          device: torch.device, progress: Progress) -> None:  # EXTRA: resume, log, time
+    for epoch in range(progress.first_epoch, num_epochs):  # EXTRA: first_epoch > 0 on resume
         train_loader.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
@@ -111,69 +102,60 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             loss.backward()  # NEW (inside DDP): gradients are averaged across processes
             optimizer.step()
 
-            # LOGGING (EXTRA: print_line writes whole lines, so ranks never splice)
-            if batch_idx % log_every == 0:
-                print_line(f"{prefix} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
-                           f" | Batchsize {labels.shape[0]:03d}"
-                           f" | Train/Val Loss: {loss:.2f}")
+            # LOGGING
+            if progress.logs(batch_idx):  # EXTRA: --log-every
+                print(f"{process_name(device)} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
+                      f" | Batchsize {labels.shape[0]:03d}"
+                      f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         # Optional model evaluation would go here
-        snapshot.save(epochs_completed=epoch + 1)  # EXTRA: rank 0 saves for resuming
+        progress.epoch_done(epoch)  # EXTRA: --snapshot
 
 
-def evaluate(model: DDP, loaders: tuple[DataLoader, DataLoader, ToyDataset, ToyDataset],
-             env: DistEnv, device: torch.device, prefix: str) -> None:
-    train_loader, test_loader, train_ds, test_ds = loaders
-    # As in the tutorial: each process scores its own training slice and the whole test set
-    print_line(f"{prefix} Training accuracy {compute_accuracy(model, train_loader, device)}")
-    print_line(f"{prefix} Test accuracy {compute_accuracy(model, test_loader, device)}")
-    # EXTRA: one figure for the whole run, every example counted exactly once
-    for name, dataset in (("training", train_ds), ("test", test_ds)):
-        correct, total = count_correct_globally(model.module, dataset, env, device, 64)
-        if env.rank == 0:
-            print_line(f"Global {name} accuracy over all {env.world_size} processes: "
-                       f"{correct / total} ({correct} of {total} examples)")
-
-
-def train_tutorial_model(args: argparse.Namespace, env: DistEnv) -> None:
-    """Section 9.3's setup, loop and evaluation in this process."""
-    device = args.device
-    prefix = f"[{'GPU' if device.type == 'cuda' else 'CPU'}{env.rank}]"  # NEW: which process
-    loaders = prepare_dataset(args, env)
+def train_tutorial_model(args: argparse.Namespace
+                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader, torch.device]:
+    """Section 9.3's setup and loop: returns (model, train_loader, test_loader, device)."""
+    train_loader, test_loader = prepare_dataset(args)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    device = args.device  # NEW: this process's GPU (EXTRA: or the CPU; see --device)
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    snapshot = Snapshot(args.snapshot, model, optimizer, env.rank)  # EXTRA: --snapshot
-    start_epoch = snapshot.restore()
-    if start_epoch:
-        print_line(f"{prefix} Resuming from epoch {start_epoch} ({args.snapshot}): "
-                   f"continuing with epoch {start_epoch + 1}")
+    progress = Progress(args, model, optimizer, process_name(device))  # EXTRA: may resume
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
-    samples = (args.epochs - start_epoch) * len(loaders[0]) * args.batch_size * env.world_size
-    with timed(env, samples):  # EXTRA: training time and throughput, on rank 0
-        train(model, loaders[0], optimizer, args.epochs, device, prefix, snapshot, start_epoch,
-              args.log_every)
-    evaluate(model, loaders, env, device, prefix)
+    with progress.timed(len(train_loader) * args.batch_size):  # EXTRA: samples/s, on rank 0
+        train(model, train_loader, optimizer, args.epochs, device, progress)
+    return model, train_loader, test_loader, device
+
+
+def train_and_evaluate(args: argparse.Namespace) -> None:
+    model, train_loader, test_loader, device = train_tutorial_model(args)
+    # As in the text: each process scores its own training slice and the whole test set
+    train_acc = compute_accuracy(model, train_loader, device=device)
+    print(f"{process_name(device)} Training accuracy", train_acc)
+    test_acc = compute_accuracy(model, test_loader, device=device)
+    print(f"{process_name(device)} Test accuracy", test_acc)
+    # EXTRA: one figure for the whole run, every example counted exactly once
+    report_global_accuracy(model, train_loader, test_loader, device)
 
 
 def main() -> None:
-    env = DistEnv.from_environ()  # NEW: this process's rank among how many (from torchrun)
-    args = parse_args(env)
-    if env.rank == 0:
+    args = parse_ddp_args(__doc__)  # EXTRA: flags, checked before any process group exists
+    # NEW: torchrun tells each process its rank and the number of processes; without it, one
+    # (EXTRA: the global RANK, where the text reads LOCAL_RANK, wrong on two or more machines)
+    rank = int(os.environ.get("RANK", 0))
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    if rank == 0:  # NEW: print once, not once per process
         heading("9.3 Training with multiple GPUs")
-        print_line(f"PyTorch version: {torch.__version__}")
-        print_line(f"CUDA available: {torch.cuda.is_available()}")
-        print_line(f"Number of GPUs available: {torch.cuda.device_count()}")
-        print_line(f"Processes: {env.world_size}, training on {args.device.type} "
-                   f"with the {choose_backend(args.device.type)} backend")
-    ddp_setup(env, args.device, args.timeout)
+        print("PyTorch version:", torch.__version__)
+        print("CUDA available:", torch.cuda.is_available())
+        print("Number of GPUs available:", torch.cuda.device_count())
+        # EXTRA: how many processes, on which device, with which backend
+        print(f"Processes: {world_size}, training on {args.device.type} "
+              f"with the {choose_backend(args.device)} backend")
+    ddp_setup(rank, world_size, args.device, timedelta(seconds=args.timeout))
     try:
-        train_tutorial_model(args, env)
-    except CheckpointError as err:  # EXTRA: an unusable --snapshot file
-        if env.rank == 0:
-            print(f"error: {err}", file=sys.stderr)
-        sys.exit(1)
+        train_and_evaluate(args)
     finally:
         gc.collect()  # EXTRA: free the DDP model before its group (avoids an abort at exit)
         dist.destroy_process_group()  # NEW: leave the process group (EXTRA: on errors too)

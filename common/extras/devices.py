@@ -54,8 +54,11 @@ def add_device_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = 
                         help=f"{help} (default: %(default)s)")
 
 
-def device_from_flag(parser: argparse.ArgumentParser, name: str) -> torch.device:
-    """resolve_device, with a missing device reported as a usage error (exit 2)."""
+def device_from_flag(parser: argparse.ArgumentParser, name: str) -> torch.device | None:
+    """The device that --device names, or None for ``auto`` (the script's own choice, as the
+    tutorial writes it); a device this machine lacks is a usage error (exit 2)."""
+    if name == "auto":
+        return None
     try:
         return resolve_device(name)
     except DeviceError as err:

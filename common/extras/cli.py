@@ -1,4 +1,5 @@
-"""Command-line helpers the scripts share: a parser that shows defaults, and range-checked types.
+"""Command-line helpers the scripts share: a parser that shows defaults, range-checked types,
+and ``run``, which turns the ways a script can end badly into one line.
 
 A bad value becomes argparse's usage error (exit 2) that names the flag and the allowed range,
 never a traceback from deep inside torch.
@@ -72,11 +73,24 @@ def heading(title: str) -> None:
     print(f"\n=== {title} ===")
 
 
+class UserError(Exception):
+    """A problem the user can fix (a bad file, a folder that cannot be written): ``run`` prints
+    its message as one line, ``error: ...``, and exits with status 1."""
+
+
 def run(main: Callable[[], None]) -> None:
-    """Call ``main()``; Ctrl-C ends the script at once with one line instead of a traceback,
-    and a closed pipe (``| head``) ends it quietly."""
+    """Call ``main()``. Every print() becomes one whole-line write, so the lines of processes
+    that share a terminal never splice (torchrun runs Python unbuffered, where print() writes
+    each piece on its own). A UserError ends the script with one line, Ctrl-C at once with one
+    line instead of a traceback, and a closed pipe (``| head``) quietly."""
+    if hasattr(sys.stdout, "reconfigure"):  # a notebook's stdout may not have it
+        sys.stdout.reconfigure(line_buffering=True, write_through=False)
     try:
         main()
+    except UserError as err:
+        if os.environ.get("RANK", "0") == "0":  # under torchrun every process has the error
+            print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils import benchmark
 
-from common.cli import positive_int_list
-from common.devices import detect_accelerator
+from common.extras.cli import positive_int_list
+from common.extras.devices import detect_accelerator
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
 
