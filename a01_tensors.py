@@ -1,15 +1,23 @@
-"""Sections 1.3 and 2 of "PyTorch in One Hour": checking the install, and tensors.
+"""Sections 1.3 and 2 of "PyTorch in One Hour": checking the install (Exercises A.1 and A.2),
+and tensors.
 
 Run: python a01_tensors.py
 """
 
+import platform
+
+import numpy as np
 import torch
 
-from common.cli import heading, make_parser, run
+from common.extras import heading, make_parser, run
 
 
 def section_1_3_environment() -> None:
-    heading("1.3 Installing PyTorch: what this machine has")
+    # Exercise A.1 is installing PyTorch; Exercise A.2 checks the result. EXTRA: our check
+    # names Python and NumPy too, since a wrong interpreter or environment is the usual mistake.
+    heading("1.3 Installing PyTorch: what this machine has (Exercises A.1 and A.2)")
+    print("Python:", platform.python_version())
+    print("numpy.__version__:", np.__version__)
     print("torch.__version__:", torch.__version__)
     print("torch.cuda.is_available():", torch.cuda.is_available())
     print("torch.backends.mps.is_available():", torch.backends.mps.is_available())
@@ -25,6 +33,18 @@ def section_2_1_ranks() -> torch.Tensor:
                          ("tensor2d", tensor2d), ("tensor3d", tensor3d)]:
         print(f"{name} (rank {tensor.ndim}):\n{tensor!s}")
     return tensor1d
+
+
+def section_2_1_from_numpy() -> None:
+    heading("2.1 Tensors from NumPy arrays: a copy, or shared memory")
+    ary3d = np.array([[[1, 2], [3, 4]], [[5, 6], [7, 8]]])
+    tensor3d_2 = torch.tensor(ary3d)  # copies the NumPy array
+    tensor3d_3 = torch.from_numpy(ary3d)  # shares memory with the NumPy array
+    ary3d[0, 0, 0] = 999
+    print("torch.tensor(ary3d) after ary3d[0, 0, 0] = 999 (a copy: unchanged):\n",
+          tensor3d_2, sep="")
+    print("torch.from_numpy(ary3d) after ary3d[0, 0, 0] = 999 (shared: changed):\n",
+          tensor3d_3, sep="")
 
 
 def section_2_2_dtypes(tensor1d: torch.Tensor) -> None:
@@ -52,6 +72,7 @@ def main() -> None:
     make_parser(__doc__).parse_args()
     section_1_3_environment()
     tensor1d = section_2_1_ranks()
+    section_2_1_from_numpy()
     section_2_2_dtypes(tensor1d)
     section_2_3_operations()
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd import grad
 
-from common.cli import heading, make_parser, run
+from common.extras import heading, make_parser, run
 
 
 def section_3_forward_pass() -> None:

@@ -8,7 +8,7 @@ Run: python a03_mlp.py
 import torch
 
 from common import NeuralNetwork
-from common.cli import heading, make_parser, run
+from common.extras import heading, make_parser, run
 
 
 def count_trainable_parameters(model: torch.nn.Module) -> int:

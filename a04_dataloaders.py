@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from common import ToyDataset, toy_data
-from common.cli import heading, make_parser, run
+from common.extras import heading, make_parser, run
 
 
 def print_batches(loader: DataLoader) -> None:

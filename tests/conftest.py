@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # lets tests import the scripts and common/, as the scripts do
 
-from common import walkthrough  # noqa: E402
+from common.extras import run, walkthrough  # noqa: E402
 
 
 def run_script(script: str, *args: str, cwd: Path, timeout: float = 120,
@@ -131,7 +131,7 @@ def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
     old_argv = sys.argv
     sys.argv = [script, *argv]
     try:
-        module.main()
+        run(module.main)  # as `if __name__ == "__main__": run(main)` does
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)

@@ -47,6 +47,26 @@ def test_a01_section_2_1_ranks_0_to_3(a01):
             "        [[5, 6],\n         [7, 8]]])\n") in out
 
 
+def test_a01_exercise_a2_names_python_and_numpy(a01):
+    import platform
+
+    import numpy
+    text = section(a01.stdout, "1.3 Installing PyTorch")
+    assert "(Exercises A.1 and A.2)" in text
+    assert f"Python: {platform.python_version()}\n" in text
+    assert f"numpy.__version__: {numpy.__version__}\n" in text
+
+
+def test_a01_section_2_1_numpy_copy_and_shared_memory(a01):
+    text = section(a01.stdout, "2.1 Tensors from NumPy arrays")
+    assert ("torch.tensor(ary3d) after ary3d[0, 0, 0] = 999 (a copy: unchanged):\n"
+            "tensor([[[1, 2],\n         [3, 4]],\n\n        [[5, 6],\n         [7, 8]]])\n"
+            ) in text
+    assert ("torch.from_numpy(ary3d) after ary3d[0, 0, 0] = 999 (shared: changed):\n"
+            "tensor([[[999,   2],\n         [  3,   4]],\n\n"
+            "        [[  5,   6],\n         [  7,   8]]])\n") in text
+
+
 def test_a01_section_2_2_dtypes(a01):
     out = a01.stdout
     assert "tensor1d.dtype: torch.int64\n" in out

@@ -5,10 +5,12 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
+from a08_ddp_torchrun import choose_backend
 from common import ToyDataset
-from common.distributed import (
+from common.extras.distributed import (
+    BatchGatheringDataset,
     DistributedBatchSampler,
-    choose_backend,
+    fast_batch_loader,
     gpu_shortage,
     index_dtype,
 )
@@ -24,8 +26,10 @@ def test_batch_sampler_gives_the_tutorials_batches(num_samples, replicas, batch,
     for rank in range(replicas):
         reference = DataLoader(dataset, batch_size=batch, drop_last=True, sampler=(
             DistributedSampler(dataset, replicas, rank, drop_last=drop_last, seed=7)))
-        ours = DataLoader(dataset, batch_size=None, sampler=DistributedBatchSampler(
-            dataset, batch, num_replicas=replicas, rank=rank, drop_last=drop_last, seed=7))
+        ours = DataLoader(BatchGatheringDataset(dataset.features, dataset.labels),
+                          batch_size=None, sampler=DistributedBatchSampler(
+                              dataset, batch, num_replicas=replicas, rank=rank,
+                              drop_last=drop_last, seed=7))
         for epoch in (0, 1, 5):
             reference.sampler.set_epoch(epoch)
             ours.sampler.set_epoch(epoch)
@@ -36,7 +40,7 @@ def test_batch_sampler_gives_the_tutorials_batches(num_samples, replicas, batch,
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
 def test_a_batch_of_indices_fetches_the_same_rows_as_one_by_one(dtype):
-    dataset = ToyDataset(torch.randn(1000, 2), torch.randint(0, 2, (1000,)))
+    dataset = BatchGatheringDataset(torch.randn(1000, 2), torch.randint(0, 2, (1000,)))
     indices = torch.randperm(1000, dtype=dtype)[:300]
     features, labels = dataset[indices]
     assert torch.equal(features, torch.stack([dataset[int(i)][0] for i in indices]))
@@ -44,7 +48,7 @@ def test_a_batch_of_indices_fetches_the_same_rows_as_one_by_one(dtype):
 
 
 def test_a_boolean_mask_still_selects_as_plain_indexing_does():
-    dataset = ToyDataset(torch.randn(10, 2), torch.arange(10))
+    dataset = BatchGatheringDataset(torch.randn(10, 2), torch.arange(10))
     mask = torch.arange(10) % 3 == 0
     features, labels = dataset[mask]
     assert torch.equal(features, dataset.features[mask])
@@ -62,12 +66,31 @@ def test_index_dtype_switches_to_int64_past_int32():
     ("cuda", "Windows", "gloo"), ("mps", "Darwin", "gloo"),
 ])
 def test_backend_for_the_platform(device, system, backend):
-    assert choose_backend(device, system) == backend
+    assert choose_backend(torch.device(device), system) == backend
 
 
 def test_nccl_for_cuda_on_linux_where_nccl_exists():
     expected = "nccl" if torch.distributed.is_nccl_available() else "gloo"
-    assert choose_backend("cuda", "Linux") == expected
+    assert choose_backend(torch.device("cuda"), "Linux") == expected
+
+
+def test_fast_batch_loader_gives_the_tutorials_loader_batches():
+    """a08 --fast-batches against a08's own loader, in a process group of one."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        dataset = ToyDataset(torch.arange(22.0).reshape(-1, 2), torch.arange(11))
+        reference = DataLoader(dataset, batch_size=3, shuffle=False, drop_last=True,
+                               sampler=DistributedSampler(dataset))
+        fast = fast_batch_loader(dataset, 3)
+        for epoch in (0, 1):
+            reference.sampler.set_epoch(epoch)
+            fast.sampler.set_epoch(epoch)
+            expected = [(f.tolist(), y.tolist()) for f, y in reference]
+            assert [(f.tolist(), y.tolist()) for f, y in fast] == expected
+            assert len(expected) == 3
+    finally:
+        dist.destroy_process_group()
 
 
 def test_gpu_shortage_names_the_fix():

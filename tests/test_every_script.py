@@ -67,7 +67,7 @@ def test_no_litter_in_the_repository(default_run):
 
 
 def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
-    from common import walkthrough
+    from common.extras import walkthrough
     (tmp_path / "first.py").write_text("print('first ran')\n")
     (tmp_path / "broken.py").write_text("raise SystemExit(3)\n")
     marker = tmp_path / "NEVER_RAN"

@@ -125,7 +125,8 @@ def test_a06_never_runs_code_from_a_checkpoint(tmp_path):
 
 
 def test_checkpoint_killed_mid_save_leaves_previous_file_whole(tmp_path):
-    """SIGKILL while atomic_save writes a large file: the old checkpoint still loads."""
+    """SIGKILL while torch.save writes a large file through atomic_path: the old checkpoint
+    still loads."""
     import torch
     target = tmp_path / "model.pth"
     torch.save({"w": torch.arange(10.0)}, target)
@@ -133,10 +134,11 @@ def test_checkpoint_killed_mid_save_leaves_previous_file_whole(tmp_path):
     writer = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, torch; sys.path.insert(0, sys.argv[1])\n"
-         "from common.checkpoint import atomic_save\n"
+         "from common.extras.checkpoint import atomic_path\n"
          "big = {'w': torch.ones(150_000_000)}\n"  # 600 MB: slow enough to be caught writing
          "print('saving', flush=True)\n"
-         "atomic_save(big, sys.argv[2])\n", str(ROOT), str(target)],
+         "with atomic_path(sys.argv[2]) as tmp:\n"
+         "    torch.save(big, tmp)\n", str(ROOT), str(target)],
         stdout=subprocess.PIPE, text=True)
     assert writer.stdout.readline() == "saving\n"
     deadline = time.monotonic() + 30
@@ -152,11 +154,12 @@ def test_checkpoint_killed_mid_save_leaves_previous_file_whole(tmp_path):
 def test_atomic_save_that_fails_keeps_previous_file_and_no_temp(tmp_path):
     import torch
     sys.path.insert(0, str(ROOT))
-    from common.checkpoint import atomic_save
+    from common.extras.checkpoint import atomic_path
     target = tmp_path / "model.pth"
-    atomic_save({"w": torch.ones(3)}, target)
-    with pytest.raises(Exception):  # noqa: B017 - pickling a lambda fails partway through
-        atomic_save({"w": torch.zeros(3), "f": lambda: 0}, target)
+    with atomic_path(target) as tmp:
+        torch.save({"w": torch.ones(3)}, tmp)
+    with pytest.raises(Exception), atomic_path(target) as tmp:  # noqa: B017
+        torch.save({"w": torch.zeros(3), "f": lambda: 0}, tmp)  # pickling fails partway
     assert torch.equal(torch.load(target, weights_only=True)["w"], torch.ones(3))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pth"]
 

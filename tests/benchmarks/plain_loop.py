@@ -14,27 +14,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork
-from common.distributed import DistEnv, timed
-from common.snapshot import Snapshot
+from common.extras import Progress, parse_ddp_args, run
 
 
 def main() -> None:
-    env = DistEnv.from_environ()
-    args = a08.parse_args(env)
+    args = parse_ddp_args(a08.__doc__)
     # a group of one, only for the DistributedSampler inside a08's loader and the timer
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        train_loader = a08.prepare_dataset(args, env)[0]
+        train_loader = a08.prepare_dataset(args)[0]
         torch.manual_seed(args.seed)
         model = NeuralNetwork(num_inputs=2, num_outputs=2).to(args.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-        samples = args.epochs * len(train_loader) * args.batch_size
-        with timed(env, samples):
-            a08.train(model, train_loader, optimizer, args.epochs, args.device,
-                      "[plain]", Snapshot(None, model, optimizer, 0), 0, args.log_every)
+        progress = Progress(args, model, optimizer, "[plain]")
+        with progress.timed(len(train_loader) * args.batch_size):
+            a08.train(model, train_loader, optimizer, args.epochs, args.device, progress)
     finally:
         dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

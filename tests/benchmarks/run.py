@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from common.walkthrough import STEPS  # noqa: E402
+from common.extras.walkthrough import STEPS  # noqa: E402
 
 SCRIPTS = [script for script, _ in STEPS]  # the one list of scripts, in the tutorial's order
 THROUGHPUT = re.compile(r"^Training time: ([\d.]+) s for (\d+) samples, (\d+) samples/s",
@@ -87,12 +87,12 @@ def side_by_side(command: list[str], env: dict) -> float:
     return sum(int(m[2]) for m in matches) / max(float(m[1]) for m in matches)
 
 
-def ddp_runs(device: str, batch: int, num_samples: int, epochs: int, counts: list[int]
-             ) -> list[tuple[str, int, Callable[[], float]]]:
+def ddp_runs(device: str, batch: int, num_samples: int, epochs: int, counts: list[int],
+             loader_flags: list[str]) -> list[tuple[str, int, Callable[[], float]]]:
     """(row name, processes, measure returning samples/s) for one device and batch size."""
     def flags(samples: int) -> list[str]:
         return ["--num-samples", str(samples), "--batch-size", str(batch), "--epochs",
-                str(epochs), "--log-every", "1000000000", "--device", device]
+                str(epochs), "--log-every", "1000000000", "--device", device, *loader_flags]
     one_thread = clean_env(OMP_NUM_THREADS="1")  # as torchrun gives each worker
     plain = [sys.executable, str(ROOT / "tests/benchmarks/plain_loop.py")]
     runs = [("plain, 1 thread", 1, partial(throughput, plain + flags(num_samples), one_thread))]
@@ -111,7 +111,7 @@ def ddp_runs(device: str, batch: int, num_samples: int, epochs: int, counts: lis
 
 
 def ddp_scaling(batch_sizes: list[int], nprocs: list[int], min_samples: int, epochs: int,
-                repeats: int) -> tuple[list[str], list[list[str]], dict]:
+                repeats: int, loader_flags: list[str]) -> tuple[list[str], list[list[str]], dict]:
     """Each repeat runs the plain loop and every other run straight after it; a speed-up is
     the median of the per-repeat ratios, because this machine's speed drifts by 20% over
     minutes (other virtual machines on the host), more than the differences measured."""
@@ -122,7 +122,7 @@ def ddp_scaling(batch_sizes: list[int], nprocs: list[int], min_samples: int, epo
         counts = nprocs if device == "cpu" else sorted({1, torch.cuda.device_count()})
         for batch in batch_sizes:
             num_samples = max(min_samples, 64 * batch)  # at least 64 batches an epoch at N=1
-            runs = ddp_runs(device, batch, num_samples, epochs, counts)
+            runs = ddp_runs(device, batch, num_samples, epochs, counts, loader_flags)
             rates: list[list[float]] = [[] for _ in runs]
             for _ in range(repeats):
                 for (_, _, measure), values in zip(runs, rates, strict=True):
@@ -176,7 +176,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--only", choices=("walkthrough", "ddp", "a4"), default=None,
                         help="run one part only")
+    parser.add_argument("--tutorial-loader", action="store_true",
+                        help="DDP sweep with the tutorial's loader (a08's default) instead of "
+                             "a08 --fast-batches")
     args = parser.parse_args()
+    loader_flags = [] if args.tutorial_loader else ["--fast-batches"]
+    loader = "the tutorial's loader" if args.tutorial_loader else "--fast-batches"
 
     parts = [f"Machine: {machine()}"]
     if args.only in (None, "walkthrough"):
@@ -186,13 +191,14 @@ def main() -> None:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
         header, rows, speedups = ddp_scaling(batch_sizes, [int(n) for n in
                                                            args.nprocs.split(",")],
-                                             args.num_samples, args.epochs, args.repeats)
+                                             args.num_samples, args.epochs, args.repeats,
+                                             loader_flags)
         paying = [b for b in batch_sizes if speedups.get(("cpu", b, 2), 0) > 1.0]
         verdict = (f"On the CPU, DDP with 2 processes beats the plain loop from a per-process "
                    f"batch of {min(paying)} on; below that it costs more than it buys."
                    if paying else "On the CPU, DDP with 2 processes never beat the plain loop.")
         parts.append(f"### DDP scaling (max({args.num_samples}, 64 x batch) examples, "
-                     f"{args.epochs} epochs)\n\n"
+                     f"{args.epochs} epochs, {loader})\n\n"
                      + table(header, rows) + "\n\n" + verdict)
         print(parts[-1], flush=True)
     if args.only in (None, "a4"):

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork
-from common.distributed import DistEnv, print_line, store_for_this_attempt
+from common.extras import parse_ddp_args, run, store_for_this_attempt
+from common.extras.distributed import DistEnv
 
 WARM_UP_STEPS = 5
 PHASES = ("fetch", "forward", "backward", "sync wait", "optimizer", "step")
@@ -77,11 +78,11 @@ def summary(values: list[float]) -> str:
 
 def main() -> None:
     env = DistEnv.from_environ()
-    args = a08.parse_args(env)
+    args = parse_ddp_args(a08.__doc__)
     dist.init_process_group("gloo", rank=env.rank, world_size=env.world_size,
-                            store=store_for_this_attempt(env, timedelta(seconds=args.timeout)))
+                            store=store_for_this_attempt(timedelta(seconds=args.timeout)))
     try:
-        loader = a08.prepare_dataset(args, env)[0]
+        loader = a08.prepare_dataset(args)[0]
         torch.manual_seed(args.seed)
         model = NeuralNetwork(num_inputs=2, num_outputs=2)
         if env.launched:
@@ -91,7 +92,7 @@ def main() -> None:
         run = f"DDP rank {env.rank} of {env.world_size}" if env.launched else "plain"
         means = (f"{name} {statistics.mean(column) * 1e3:.2f}"
                  for name, column in zip(PHASES, zip(*phases, strict=True), strict=True))
-        print_line(f"{run}, batch {args.batch_size}, {len(phases)} steps, mean ms: "
+        print(f"{run}, batch {args.batch_size}, {len(phases)} steps, mean ms: "
                    + ", ".join(means))
         all_marks = [None] * env.world_size
         dist.all_gather_object(all_marks, marks)
@@ -99,12 +100,12 @@ def main() -> None:
             steps = list(zip(*all_marks, strict=True))
             gap = [max(r[0] for r in s) - min(r[0] for r in s) for s in steps]
             allreduce = [min(r[1] for r in s) - max(r[0] for r in s) for s in steps]
-            print_line(f"  gradients ready, gap between the processes: {summary(gap)}")
-            print_line(f"  all-reduce, from the last process ready to the first done: "
+            print(f"  gradients ready, gap between the processes: {summary(gap)}")
+            print(f"  all-reduce, from the last process ready to the first done: "
                        f"{summary(allreduce)}")
     finally:
         dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main()
+    run(main)
