@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch.autograd import grad
 
-from common.extras import heading, make_parser, run
+from common import extras
 
 
 def section_3_forward_pass() -> None:
-    heading("3 Seeing models as computation graphs")
+    extras.heading("3 Seeing models as computation graphs")
     y = torch.tensor([1.0])  # true label
     x1 = torch.tensor([1.1])  # input feature
     w1 = torch.tensor([2.2])  # weight parameter
@@ -23,7 +23,7 @@ def section_3_forward_pass() -> None:
 
 
 def section_4_gradients() -> None:
-    heading("4 Automatic differentiation made easy")
+    extras.heading("4 Automatic differentiation made easy")
     y = torch.tensor([1.0])
     x1 = torch.tensor([1.1])
     w1 = torch.tensor([2.2], requires_grad=True)
@@ -44,10 +44,10 @@ def section_4_gradients() -> None:
 
 
 def main() -> None:
-    make_parser(__doc__).parse_args()
+    extras.make_parser(__doc__).parse_args()
     section_3_forward_pass()
     section_4_gradients()
 
 
 if __name__ == "__main__":
-    run(main)
+    extras.run(main)

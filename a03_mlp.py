@@ -7,8 +7,7 @@ Run: python a03_mlp.py
 
 import torch
 
-from common import NeuralNetwork
-from common.extras import heading, make_parser, run
+from common import NeuralNetwork, extras
 
 
 def count_trainable_parameters(model: torch.nn.Module) -> int:
@@ -16,7 +15,7 @@ def count_trainable_parameters(model: torch.nn.Module) -> int:
 
 
 def section_5_architecture() -> None:
-    heading("5 Implementing multilayer neural networks: the model")
+    extras.heading("5 Implementing multilayer neural networks: the model")
     model = NeuralNetwork(50, 3)
     print(model)
     print("Total number of trainable model parameters:", count_trainable_parameters(model))
@@ -24,14 +23,14 @@ def section_5_architecture() -> None:
 
 
 def section_5_exercise_a3() -> None:
-    heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
+    extras.heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
     # 2*30+30 + 30*20+20 + 20*2+2 = 752
     print("NeuralNetwork(2, 2) trainable parameters:",
           count_trainable_parameters(NeuralNetwork(2, 2)))
 
 
 def section_5_seeded_forward() -> None:
-    heading("5 Seeded weights and a forward pass")
+    extras.heading("5 Seeded weights and a forward pass")
     torch.manual_seed(123)  # the same random initial weights every run
     model = NeuralNetwork(50, 3)
     print("model.layers[0].weight:\n", model.layers[0].weight, sep="")
@@ -48,11 +47,11 @@ def section_5_seeded_forward() -> None:
 
 
 def main() -> None:
-    make_parser(__doc__).parse_args()
+    extras.make_parser(__doc__).parse_args()
     section_5_architecture()
     section_5_exercise_a3()
     section_5_seeded_forward()
 
 
 if __name__ == "__main__":
-    run(main)
+    extras.run(main)

@@ -2,7 +2,7 @@
 
 Trains section 5's NeuralNetwork on section 6's toy data, then looks at its predictions.
 
-Run: python a05_training_loop.py
+Run: python a05_training_loop.py [--plot PATH]
 """
 
 import argparse
@@ -11,28 +11,15 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
-from common.extras import (
-    add_training_flags,
-    check_batch_fits,
-    heading,
-    make_parser,
-    matplotlib_missing,
-    plot_training,
-    run,
-)
+from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = make_parser(__doc__)
-    add_training_flags(parser)
-    parser.add_argument("--plot", metavar="PATH", default=None,  # EXTRA: a picture
-                        help="save a PNG of the loss per batch and the decision boundary "
-                             "(needs matplotlib; default: no plot)")
+    parser = extras.make_parser(__doc__)
+    extras.add_training_flags(parser)
+    extras.add_plot_flag(parser)  # EXTRA: --plot PATH
     args = parser.parse_args(argv)
-    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
-    if args.plot is not None and (missing := matplotlib_missing()):
-        parser.error(f"argument --plot: {missing}")
+    extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
     return args
 
 
@@ -59,9 +46,8 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
     return losses
 
 
-def train_tutorial_model(args: argparse.Namespace
-                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader, list[float]]:
-    """Section 7's setup and loop: returns (model, train_loader, test_loader, losses)."""
+def train_tutorial_model(args: argparse.Namespace) -> tuple:
+    """Section 7's setup and loop; returns what main() goes on with."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
@@ -76,11 +62,9 @@ def show_predictions(model: torch.nn.Module) -> None:
     with torch.no_grad():
         outputs = model(X_train)
     print("Logits:\n", outputs, sep="")
-
     torch.set_printoptions(sci_mode=False)  # 0.0009 rather than 9.0e-04
     probas = torch.softmax(outputs, dim=1)
     print("Class-membership probabilities (softmax):\n", probas, sep="")
-
     predictions = torch.argmax(probas, dim=1)
     print("argmax of the probabilities:", predictions)
     predictions = torch.argmax(outputs, dim=1)
@@ -91,21 +75,19 @@ def show_predictions(model: torch.nn.Module) -> None:
 
 def main() -> None:
     args = parse_args()
-    heading("7 A typical training loop")
+    extras.heading("7 A typical training loop")
     model, train_loader, test_loader, losses = train_tutorial_model(args)
 
-    heading("7 Predictions on the training set")
+    extras.heading("7 Predictions on the training set")
     show_predictions(model)
 
-    heading("7 compute_accuracy")
+    extras.heading("7 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader))
     print("Test accuracy:", compute_accuracy(model, test_loader))
 
-    if args.plot is not None:  # EXTRA
-        X_train, y_train, _, _ = toy_data()
-        plot_training(losses, model, X_train, y_train, args.plot)
-        print(f"\nSaved the plot to {args.plot}")
+    if args.plot is not None:  # EXTRA: --plot
+        extras.plot_training(losses, model, args.plot)
 
 
 if __name__ == "__main__":
-    run(main)
+    extras.run(main)

@@ -13,20 +13,12 @@ import argparse
 import torch
 
 from a05_training_loop import train_tutorial_model
-from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
-from common.extras import (
-    add_training_flags,
-    atomic_path,
-    explain_checkpoint_errors,
-    heading,
-    make_parser,
-    run,
-)
+from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = make_parser(__doc__)
-    add_training_flags(parser)
+    parser = extras.make_parser(__doc__)
+    extras.add_training_flags(parser)
     parser.add_argument("--path", default="model.pth",
                         help="where to save the trained model's state_dict "
                              "(default: %(default)s, in the current directory)")
@@ -53,7 +45,7 @@ def report(model: torch.nn.Module) -> None:
 def save(model: torch.nn.Module, path: str) -> None:
     # EXTRA: torch.save writes a temporary file, renamed to `path` once complete, so an
     # interrupted save never leaves a half-written file (and a bad --path is one line)
-    with atomic_path(path) as tmp_path:
+    with extras.atomic_path(path) as tmp_path:
         torch.save(model.state_dict(), tmp_path)
     print(f"Saved model.state_dict() to {path}")
 
@@ -61,17 +53,17 @@ def save(model: torch.nn.Module, path: str) -> None:
 def load(path: str) -> torch.nn.Module:
     model = NeuralNetwork(2, 2)  # needs to match the saved model's architecture exactly
     # EXTRA: an unusable file (missing, damaged, another architecture) is one line
-    with explain_checkpoint_errors(path):
+    with extras.explain_checkpoint_errors(path):
         # weights_only=True: load tensors only, never code (the default since torch 2.6)
         print(model.load_state_dict(torch.load(path, weights_only=True)))
     return model
 
 
 def save_then_restore(args: argparse.Namespace) -> None:
-    heading("7 (recap) Training the model")
+    extras.heading("7 (recap) Training the model")
     model = train_tutorial_model(args)[0]
 
-    heading("8 Saving and loading models")
+    extras.heading("8 Saving and loading models")
     save(model, args.path)
     restored = load(args.path)
 
@@ -84,11 +76,11 @@ def save_then_restore(args: argparse.Namespace) -> None:
 def main() -> None:
     args = parse_args()
     if args.load is not None:  # EXTRA: restore a saved file without training
-        heading("8 Loading a saved model")
+        extras.heading("8 Loading a saved model")
         report(load(args.load))
     else:
         save_then_restore(args)
 
 
 if __name__ == "__main__":
-    run(main)
+    extras.run(main)

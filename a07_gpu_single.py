@@ -1,11 +1,8 @@
-"""Sections 9.1 and 9.2 of "PyTorch in One Hour": computations on GPU devices, single-GPU
-training (+ Exercise A.4 with --benchmark).
+"""Sections 9.1 and 9.2 of "PyTorch in One Hour": GPU computations, single-GPU training.
 
-Section 7's training loop with the three changes of section 9.2, each marked NEW: a device
-variable, the model moved to it, every batch moved to it. Runs on CUDA, Apple's MPS, or the CPU.
-EXTRA marks what this companion adds beyond the tutorial.
+Section 7's loop with 9.2's three changes (NEW): a device, the model and each batch moved to it.
 
-Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark]
+Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark (Exercise A.4)]
 """
 
 import argparse
@@ -14,57 +11,39 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common import NeuralNetwork, compute_accuracy, toy_data, toy_loaders
-from common.extras import (
-    add_benchmark_flags,
-    add_device_flag,
-    add_training_flags,
-    check_batch_fits,
-    detect_accelerator,
-    device_from_flag,
-    exercise_a4,
-    heading,
-    make_parser,
-    run,
-)
+from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = make_parser(__doc__)
-    add_training_flags(parser)
-    add_device_flag(parser)  # EXTRA: --device auto|cpu|cuda|mps
-    add_benchmark_flags(parser)  # EXTRA: --benchmark, --sizes (Exercise A.4)
+    parser = extras.make_parser(__doc__)
+    extras.add_training_flags(parser)
+    extras.add_plot_flag(parser)  # EXTRA: --plot PATH
+    extras.add_device_flag(parser)  # EXTRA: --device auto|cpu|cuda|mps
+    extras.add_benchmark_flags(parser)  # EXTRA: --benchmark, --sizes (Exercise A.4)
     args = parser.parse_args(argv)
-    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
-    args.device = device_from_flag(parser, args.device)  # EXTRA: None for auto; missing: one line
+    extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
+    args.device = extras.device_from_flag(parser, args.device)  # EXTRA: None means auto
     return args
 
 
 def section_9_1_tensors_on_device(device: torch.device | None) -> None:
-    device = device or torch.device(detect_accelerator() or "cpu")  # EXTRA: any accelerator
     tensor_1 = torch.tensor([1.0, 2.0, 3.0])
     tensor_2 = torch.tensor([4.0, 5.0, 6.0])
     print("On the CPU:", tensor_1 + tensor_2)
-    if device.type == "cpu":
-        found = detect_accelerator()
-        print(f"Training device: cpu ({'--device cpu' if found else 'no accelerator found'}).")
-        print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
-              "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
-              "to be on the same device. Every tensor in one operation must live on one device.")
-        return
-    print(f"Training device: {device}")
-    tensor_1 = tensor_1.to(device)
-    tensor_2 = tensor_2.to(device)
-    print(f"On {device.type}:", tensor_1 + tensor_2)
-    try:
-        tensor_1 + tensor_2.to("cpu")
-    except RuntimeError as err:
-        print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
+    device = extras.demo_device(device)  # EXTRA: --device, else any GPU; None: explained
+    if device is not None:
+        tensor_1, tensor_2 = tensor_1.to(device), tensor_2.to(device)
+        print(f"On {device.type}:", tensor_1 + tensor_2)
+        try:
+            print(tensor_1 + tensor_2.to("cpu"))
+        except RuntimeError as err:  # EXTRA: shown, not raised
+            print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
-          device: torch.device) -> None:  # NEW: the device to train on
+          device: torch.device) -> list[float]:  # NEW: the device to train on
+    losses = []  # EXTRA: kept for --plot
     for epoch in range(num_epochs):
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
@@ -75,6 +54,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
+            losses.append(loss.item())
 
             # LOGGING
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
@@ -82,11 +62,11 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
                   f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         # Optional model evaluation would go here
+    return losses
 
 
-def train_tutorial_model(args: argparse.Namespace
-                         ) -> tuple[torch.nn.Module, DataLoader, DataLoader, torch.device]:
-    """Section 7's setup and loop: returns (model, train_loader, test_loader, device)."""
+def train_tutorial_model(args: argparse.Namespace) -> tuple:
+    """Section 7's setup and loop; returns what main() goes on with."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
@@ -96,25 +76,27 @@ def train_tutorial_model(args: argparse.Namespace
     device = args.device or device  # EXTRA: --device, where given, overrides the choice above
     model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    train(model, train_loader, optimizer, args.epochs, device)
-    return model, train_loader, test_loader, device
+    losses = train(model, train_loader, optimizer, args.epochs, device)
+    return model, train_loader, test_loader, losses, device
 
 
 def main() -> None:
     args = parse_args()
-    heading("9.1 Computations on GPU devices")
+    extras.heading("9.1 Computations on GPU devices")
     section_9_1_tensors_on_device(args.device)
-    if args.benchmark:
-        heading("9.1 Exercise A.4: when does the accelerator win?")
-        exercise_a4(args.sizes)
+    if args.benchmark:  # EXTRA: Exercise A.4, with its own heading
+        extras.exercise_a4(args.sizes)
 
-    heading("9.2 Single-GPU training")
-    model, train_loader, test_loader, device = train_tutorial_model(args)
+    extras.heading("9.2 Single-GPU training")
+    model, train_loader, test_loader, losses, device = train_tutorial_model(args)
 
-    heading("9.2 compute_accuracy")
+    extras.heading("9.2 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
     print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
 
+    if args.plot is not None:  # EXTRA: --plot
+        extras.plot_training(losses, model, args.plot)
+
 
 if __name__ == "__main__":
-    run(main)
+    extras.run(main)

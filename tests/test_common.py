@@ -5,7 +5,6 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from a08_ddp_torchrun import choose_backend
 from common import ToyDataset
 from common.extras.distributed import (
     BatchGatheringDataset,
@@ -59,19 +58,6 @@ def test_index_dtype_switches_to_int64_past_int32():
     assert index_dtype(5) == torch.int32
     assert index_dtype(2**31 - 1) == torch.int32
     assert index_dtype(2**31) == torch.int64
-
-
-@pytest.mark.parametrize("device, system, backend", [
-    ("cpu", "Linux", "gloo"), ("cpu", "Darwin", "gloo"), ("cpu", "Windows", "gloo"),
-    ("cuda", "Windows", "gloo"), ("mps", "Darwin", "gloo"),
-])
-def test_backend_for_the_platform(device, system, backend):
-    assert choose_backend(torch.device(device), system) == backend
-
-
-def test_nccl_for_cuda_on_linux_where_nccl_exists():
-    expected = "nccl" if torch.distributed.is_nccl_available() else "gloo"
-    assert choose_backend(torch.device("cuda"), "Linux") == expected
 
 
 def test_fast_batch_loader_gives_the_tutorials_loader_batches():

@@ -12,12 +12,12 @@ the tutorial's, and ours.
 | module | what it holds |
 | --- | --- |
 | cli | the argument parser, range-checked flag types, ``run`` (one-line errors, Ctrl-C) |
-| devices | ``--device`` for a07 |
+| devices | a07's ``--device``, and what its section 9.1 shows on a CPU-only machine |
 | checkpoint | atomic saving and one-line errors around a06's torch.save / torch.load |
 | progress | a08's snapshots, ``--log-every`` and training time |
 | distributed | a08's flags, data enlargement, fast batches, global accuracy, restart-safe store |
 | matmul_benchmark | Exercise A.4 (a07 ``--benchmark``) |
-| plotting | a05 ``--plot`` |
+| plotting | a05 and a07 ``--plot`` |
 | walkthrough | ``python -m common.extras.walkthrough``: every script in order |
 """
 
@@ -30,16 +30,24 @@ from common.extras.cli import (
     make_parser,
     run,
 )
-from common.extras.devices import add_device_flag, detect_accelerator, device_from_flag
+from common.extras.devices import (
+    add_device_flag,
+    demo_device,
+    detect_accelerator,
+    device_from_flag,
+)
 from common.extras.distributed import (
+    add_ddp_flags,
+    check_ddp_flags,
+    describe_run,
     enough_examples,
     fast_batch_loader,
-    parse_ddp_args,
+    process_name,
     report_global_accuracy,
     store_for_this_attempt,
 )
 from common.extras.matmul_benchmark import add_benchmark_flags, exercise_a4
-from common.extras.plotting import matplotlib_missing, plot_training
+from common.extras.plotting import add_plot_flag, plot_training
 from common.extras.progress import Progress
 
 __all__ = [
@@ -47,10 +55,15 @@ __all__ = [
     "Progress",
     "UserError",
     "add_benchmark_flags",
+    "add_ddp_flags",
     "add_device_flag",
+    "add_plot_flag",
     "add_training_flags",
     "atomic_path",
     "check_batch_fits",
+    "check_ddp_flags",
+    "demo_device",
+    "describe_run",
     "detect_accelerator",
     "device_from_flag",
     "enough_examples",
@@ -59,9 +72,8 @@ __all__ = [
     "fast_batch_loader",
     "heading",
     "make_parser",
-    "matplotlib_missing",
-    "parse_ddp_args",
     "plot_training",
+    "process_name",
     "report_global_accuracy",
     "run",
     "store_for_this_attempt",

@@ -82,7 +82,8 @@ def run(main: Callable[[], None]) -> None:
     """Call ``main()``. Every print() becomes one whole-line write, so the lines of processes
     that share a terminal never splice (torchrun runs Python unbuffered, where print() writes
     each piece on its own). A UserError ends the script with one line, Ctrl-C at once with one
-    line instead of a traceback, and a closed pipe (``| head``) quietly."""
+    line instead of a traceback, and a closed pipe (``| head``) quietly. Whichever way main()
+    ends, a process group it left open is destroyed."""
     if hasattr(sys.stdout, "reconfigure"):  # a notebook's stdout may not have it
         sys.stdout.reconfigure(line_buffering=True, write_through=False)
     try:
@@ -98,6 +99,16 @@ def run(main: Callable[[], None]) -> None:
         print("\nInterrupted (Ctrl-C): stopped before the end; files already written are whole.",
               file=sys.stderr)
         sys.exit(130)
+    finally:
+        _leave_process_group()
+
+
+def _leave_process_group() -> None:
+    """After an error in a08: leave the process group, as its last line does on success."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def positive_int_list(text: str) -> tuple[int, ...]:

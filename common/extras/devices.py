@@ -63,3 +63,18 @@ def device_from_flag(parser: argparse.ArgumentParser, name: str) -> torch.device
         return resolve_device(name)
     except DeviceError as err:
         parser.error(f"argument {err}")
+
+
+def demo_device(device: torch.device | None) -> torch.device | None:
+    """a07's section 9.1: the device to show tensors on (``--device``, else the accelerator if
+    there is one), or None on the CPU, after saying what the text's GPU lines would print."""
+    device = device or torch.device(detect_accelerator() or "cpu")
+    if device.type != "cpu":
+        print(f"Training device: {device}")
+        return device
+    found = detect_accelerator()
+    print(f"Training device: cpu ({'--device cpu' if found else 'no accelerator found'}).")
+    print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
+          "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
+          "to be on the same device. Every tensor in one operation must live on one device.")
+    return None

@@ -1,8 +1,10 @@
 """What a08 adds to section 9.3 beyond the tutorial, kept here so that a08 reads like the section.
 
-- ``parse_ddp_args``: a08's flags, checked before any process group exists. Global RANK names
-  the process; LOCAL_RANK only picks the GPU on this machine (``--device``). The published
-  script used LOCAL_RANK for everything, which breaks on two machines.
+- ``add_ddp_flags``, ``check_ddp_flags``: a08's flags, checked before any process group
+  exists. Global RANK names the process; LOCAL_RANK only picks the GPU on this machine
+  (``--device``). The published script used LOCAL_RANK for everything, which breaks on two
+  machines.
+- ``describe_run``, ``process_name``: what rank 0 says of the run; the [GPU0] line prefix.
 - ``enough_examples``: noisy copies of the toy data when there are too many processes for it.
 - ``fast_batch_loader``: ``--fast-batches``, the DistributedSampler's batches as index tensors.
 - ``report_global_accuracy``: accuracy over all processes, each example counted once.
@@ -25,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from common import ToyDataset, compute_accuracy
-from common.extras.cli import add_training_flags, make_parser, positive_float, positive_int
+from common.extras.cli import positive_float, positive_int
 from common.extras.devices import add_device_flag
 
 
@@ -51,21 +53,6 @@ class DistEnv:
                    launched=True)
 
 
-def parse_ddp_args(doc: str | None, argv: list[str] | None = None) -> argparse.Namespace:
-    """a08's flags: section 7's training knobs and ours. ``args.device`` becomes a
-    torch.device: this process's GPU, or the CPU."""
-    parser = make_parser(doc)
-    add_training_flags(parser)
-    add_ddp_flags(parser)
-    args = parser.parse_args(argv)
-    check_ddp_flags(parser, args, DistEnv.from_environ())
-    if not torch.cuda.is_available():
-        # The text's loader pins memory for faster copies to a GPU; without one, torch only
-        # warns that pinning does nothing, which a learner can do nothing about.
-        warnings.filterwarnings("ignore", message=".*'pin_memory' argument is set as true")
-    return args
-
-
 def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
     """a08's flags beyond the tutorial's training knobs."""
     add_device_flag(parser, choices=("auto", "cpu", "cuda"),
@@ -89,10 +76,11 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
                              "data sets (default: off, the tutorial's loader)")
 
 
-def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                    env: DistEnv) -> None:
+def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors for what no single flag's type can check; also turns args.device into a
-    torch.device. Runs before any process group exists, so a bad flag never hangs the run."""
+    torch.device: this process's GPU, or the CPU. Runs before any process group exists, so a
+    bad flag never hangs the run."""
+    env = DistEnv.from_environ()
     if args.snapshot is not None and not os.path.isdir(os.path.dirname(args.snapshot) or "."):
         parser.error(f"argument --snapshot: the folder of {args.snapshot} does not exist")
     if args.num_samples is not None and not gives_full_batches(
@@ -101,6 +89,24 @@ def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace,
                      f"{env.world_size} processes without a full batch of {args.batch_size}; "
                      f"use at least {samples_needed(env.world_size, args.batch_size)}")
     args.device = ddp_device(parser, args.device, env)
+    args.timeout = timedelta(seconds=args.timeout)
+    if not torch.cuda.is_available():
+        # The text's loader pins memory for faster copies to a GPU; without one, torch only
+        # warns that pinning does nothing, which a learner can do nothing about.
+        warnings.filterwarnings("ignore", message=".*'pin_memory' argument is set as true")
+
+
+def process_name(device: torch.device) -> str:
+    """The prefix of a process's lines: [GPU0], [GPU1], ... as in the text, or [CPU0], ... where
+    the processes train on CPUs. The global rank, unique across machines."""
+    return f"[{'GPU' if device.type == 'cuda' else 'CPU'}{dist.get_rank()}]"
+
+
+def describe_run(device: torch.device) -> None:
+    """Rank 0 says how many processes train, on which device, with which backend."""
+    if dist.get_rank() == 0:
+        print(f"Processes: {dist.get_world_size()}, training on {device.type} "
+              f"with the {dist.get_backend()} backend")
 
 
 def ddp_device(parser: argparse.ArgumentParser, name: str, env: DistEnv) -> torch.device:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils import benchmark
 
-from common.extras.cli import positive_int_list
+from common.extras.cli import heading, positive_int_list
 from common.extras.devices import detect_accelerator
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
@@ -79,6 +79,7 @@ def add_benchmark_flags(parser: argparse.ArgumentParser) -> None:
 
 def exercise_a4(sizes: tuple[int, ...]) -> None:
     """Print the timing table and the size from which the accelerator wins."""
+    heading("9.1 Exercise A.4: when does the accelerator win?")
     found = detect_accelerator()
     accelerator = torch.device(found) if found else None
     rows = run_benchmark(sizes, accelerator)

@@ -1,31 +1,48 @@
-"""a05 --plot: the training loss per batch, and the toy data with the learned decision boundary.
-
-matplotlib is optional (pip install -e ".[plot]"); nothing else imports this module.
+"""a05, a07 and a08 --plot: the training loss per batch, and the toy data with the learned decision
+boundary. matplotlib is optional (pip install matplotlib); it is imported only for a plot.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import torch
 
+from common import toy_data
 
-def matplotlib_missing() -> str | None:
-    """A one-line hint if matplotlib cannot be imported, else None."""
+
+def add_plot_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plot", metavar="PATH", default=None, type=_plot_path,
+                        help="save a PNG of the loss per batch and the decision boundary "
+                             "(needs matplotlib; default: no plot)")
+
+
+def _plot_path(text: str) -> str:
+    """argparse type: any path, once matplotlib is known to be importable."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        return ('needs matplotlib: pip install matplotlib '
-                '(or pip install ".[plot]" in this repository)')
-    return None
+        raise argparse.ArgumentTypeError(
+            'needs matplotlib: pip install matplotlib (or pip install ".[plot]" in this '
+            'repository)') from None
+    return text
 
 
-def plot_training(losses: list[float], model: torch.nn.Module, X: torch.Tensor,
-                  y: torch.Tensor, path: str | os.PathLike) -> None:
+def plot_training(losses: list[float], model: torch.nn.Module,
+                  path: str | os.PathLike) -> None:
+    """Save the plot of section 7's training on the toy data to ``path``. Under DDP only the
+    first process plots (its own losses; the model is the same in every process)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+        return
     import matplotlib
 
     matplotlib.use("Agg")  # files only: works without a display
     import matplotlib.pyplot as plt
+
+    X, y = toy_data()[:2]
 
     fig, (ax_loss, ax_data) = plt.subplots(1, 2, figsize=(10, 4))
     ax_loss.plot(range(1, len(losses) + 1), losses, marker="o")
@@ -35,12 +52,14 @@ def plot_training(losses: list[float], model: torch.nn.Module, X: torch.Tensor,
     y_min, y_max = X[:, 1].min().item() - 1, X[:, 1].max().item() + 1
     grid_x, grid_y = torch.meshgrid(torch.linspace(x_min, x_max, 200),
                                     torch.linspace(y_min, y_max, 200), indexing="xy")
+    grid = torch.stack([grid_x.ravel(), grid_y.ravel()], dim=1)
     model.eval()
-    with torch.no_grad():
-        classes = model(torch.stack([grid_x.ravel(), grid_y.ravel()], dim=1)).argmax(dim=1)
+    with torch.no_grad():  # on the model's device, which may be a GPU
+        classes = model(grid.to(next(model.parameters()).device)).argmax(dim=1).cpu()
     ax_data.contourf(grid_x, grid_y, classes.reshape(grid_x.shape), alpha=0.3, cmap="coolwarm")
     ax_data.scatter(X[:, 0], X[:, 1], c=y, cmap="coolwarm", edgecolors="black")
     ax_data.set(title="Toy data and the learned decision boundary", xlabel="x1", ylabel="x2")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    print(f"\nSaved the plot to {path}")

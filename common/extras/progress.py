@@ -5,7 +5,7 @@ additions; the tutorial's script cannot resume and prints every batch).
   completed, atomically. At start rank 0 reads the file if it exists and broadcasts it, so every
   process resumes from the same state even where the other machines cannot see the file.
 - ``--log-every K``: a loss line for every K-th batch only.
-- ``timed``: the training time and samples/s over all processes, printed by rank 0.
+- The training time and samples/s over all processes, printed by rank 0 after the last epoch.
 """
 
 from __future__ import annotations
@@ -13,58 +13,58 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
+from torch.utils.data import DataLoader
 
 from common.extras.checkpoint import CheckpointError, atomic_path, safe_load
+from common.extras.distributed import process_name
 
 
 class Progress:
-    """Create it after the optimizer and before wrapping the model in DDP: every process must,
-    because restoring is collective. ``first_epoch`` is where training starts (0 without a
-    snapshot)."""
+    """Create it right before training, in every process (restoring is collective).
+    ``first_epoch`` is where training starts: 0 without a snapshot. The clock starts here."""
 
     def __init__(self, args: argparse.Namespace, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer, process_name: str) -> None:
+                 optimizer: torch.optim.Optimizer, train_loader: DataLoader) -> None:
         self.path = args.snapshot
         self.epochs = args.epochs
         self.log_every = args.log_every
-        self.model = model  # the bare model, not the DDP wrapper
+        self.model = getattr(model, "module", model)  # the bare model, not the DDP wrapper
         self.optimizer = optimizer
         self.first_epoch = self._restore()
         if self.first_epoch:
-            print(f"{process_name} Resuming from epoch {self.first_epoch} ({self.path}): "
+            device = next(self.model.parameters()).device
+            print(f"{process_name(device)} Resuming from epoch {self.first_epoch} ({self.path}): "
                   f"continuing with epoch {self.first_epoch + 1}")
+        self.samples = ((self.epochs - self.first_epoch) * len(train_loader) * args.batch_size
+                        * dist.get_world_size())  # over all processes, until the last epoch
+        dist.barrier()  # all processes start the clock together
+        self.start = time.perf_counter()
 
     def logs(self, batch_idx: int) -> bool:
         """Whether this batch gets a loss line (--log-every)."""
         return batch_idx % self.log_every == 0
 
     def epoch_done(self, epoch: int) -> None:
-        """Rank 0 writes the snapshot after epoch ``epoch`` (0-based); the others do nothing."""
-        if self.path is None or dist.get_rank() != 0:
-            return
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "epochs_completed": epoch + 1}
-        with atomic_path(self.path, "--snapshot path") as tmp:
-            torch.save(state, tmp)
+        """After epoch ``epoch`` (0-based): rank 0 writes the snapshot; after the last one, rank
+        0 prints the training time and throughput of all processes together."""
+        if self.path is not None and dist.get_rank() == 0:
+            state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "epochs_completed": epoch + 1}
+            with atomic_path(self.path, "--snapshot path") as tmp:
+                torch.save(state, tmp)
+        if epoch + 1 == self.epochs:
+            self._report_time()
 
-    @contextmanager
-    def timed(self, samples_per_epoch: int) -> Iterator[None]:
-        """Time the enclosed training on all processes together (a barrier at each end);
-        rank 0 prints the seconds and the samples/s over all processes."""
-        dist.barrier()
-        start = time.perf_counter()
-        yield
-        dist.barrier()
-        seconds = time.perf_counter() - start
-        samples = (self.epochs - self.first_epoch) * samples_per_epoch * dist.get_world_size()
+    def _report_time(self) -> None:
+        dist.barrier()  # the time of the slowest process
+        seconds = time.perf_counter() - self.start
         if dist.get_rank() == 0:
-            print(f"Training time: {seconds:.3f} s for {samples} samples, "
-                  f"{samples / seconds:.0f} samples/s over all processes (start-up excluded)")
+            print(f"Training time: {seconds:.3f} s for {self.samples} samples, "
+                  f"{self.samples / seconds:.0f} samples/s over all processes "
+                  f"(start-up excluded)")
 
     def _restore(self) -> int:
         """Load the snapshot on every process; the number of epochs it completed, or 0."""

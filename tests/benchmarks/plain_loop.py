@@ -14,11 +14,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork
-from common.extras import Progress, parse_ddp_args, run
+from common.extras import Progress, run
 
 
 def main() -> None:
-    args = parse_ddp_args(a08.__doc__)
+    args = a08.parse_args()
     # a group of one, only for the DistributedSampler inside a08's loader and the timer
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
@@ -26,9 +26,8 @@ def main() -> None:
         torch.manual_seed(args.seed)
         model = NeuralNetwork(num_inputs=2, num_outputs=2).to(args.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-        progress = Progress(args, model, optimizer, "[plain]")
-        with progress.timed(len(train_loader) * args.batch_size):
-            a08.train(model, train_loader, optimizer, args.epochs, args.device, progress)
+        progress = Progress(args, model, optimizer, train_loader)  # prints the timing line
+        a08.train(model, train_loader, optimizer, args.epochs, args.device, progress)
     finally:
         dist.destroy_process_group()
 

@@ -15,7 +15,6 @@ the gap between the processes' gradients being ready, and the all-reduce once al
 import statistics
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork
-from common.extras import parse_ddp_args, run, store_for_this_attempt
+from common.extras import run, store_for_this_attempt
 from common.extras.distributed import DistEnv
 
 WARM_UP_STEPS = 5
@@ -78,9 +77,9 @@ def summary(values: list[float]) -> str:
 
 def main() -> None:
     env = DistEnv.from_environ()
-    args = parse_ddp_args(a08.__doc__)
+    args = a08.parse_args()
     dist.init_process_group("gloo", rank=env.rank, world_size=env.world_size,
-                            store=store_for_this_attempt(timedelta(seconds=args.timeout)))
+                            store=store_for_this_attempt(args.timeout))
     try:
         loader = a08.prepare_dataset(args)[0]
         torch.manual_seed(args.seed)
