@@ -61,3 +61,5 @@ def test_a07_exercise_a4_benchmark_table(workdir):
     assert all(float(ms) > 0 for _, ms in rows)
     assert "  size |   CPU (ms)\n" in text
     assert "No accelerator on this machine, so there is no second column" in text
+    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU \d+\.\d us$", text,
+                     flags=re.M)
