@@ -24,8 +24,8 @@ def _plot_path(text: str) -> str:
         import matplotlib  # noqa: F401
     except ImportError:
         raise argparse.ArgumentTypeError(
-            'needs matplotlib: pip install matplotlib (or pip install ".[plot]" in this '
-            'repository)') from None
+            'needs matplotlib: .venv/bin/pip install ".[plot]" in this repository, or '
+            'python -m pip install matplotlib with the Python that runs this script') from None
     return text
 
 
