@@ -50,7 +50,10 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
     print("num_workers=0 loads every batch in the main process, between training steps.\n"
           "num_workers>0 starts that many worker processes that prepare the next batches\n"
           "while the model trains. That pays off for large data sets read from disk; for a\n"
-          "tiny in-memory data set like this one, starting the workers costs more than it saves.")
+          "tiny in-memory data set like this one, starting the workers costs more than it saves.\n"
+          "On macOS and Windows each worker starts as a fresh Python that imports this script:\n"
+          "that is why it runs only under `if __name__ == \"__main__\":`, and why a Dataset\n"
+          "defined in a notebook cell fails there (define it in a .py file and import it).")
     # NEW: show that workers produce the same data (the tutorial only describes them)
     loader = DataLoader(train_ds, batch_size=2, shuffle=False, num_workers=2)
     print("The training set through 2 workers, not shuffled:")

@@ -2,7 +2,7 @@
 
 Section 9.2's loop with 9.3's changes (NEW): a process group, DistributedSampler, DDP. GPUs or CPUs.
 
-Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchrun.py: 1 process)
+Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchrun.py --spawn 2)
 """
 
 import argparse
@@ -31,16 +31,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def ddp_setup(rank: int, world_size: int, args: argparse.Namespace) -> None:
     """NEW: join the process group, so that the processes can talk to each other."""
-    device, timeout = args.device, args.timeout  # EXTRA: --device, --timeout
     if platform.system() == "Windows":
         os.environ["USE_LIBUV"] = "0"  # NEW: torch for Windows is built without libuv
-    if device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
-        torch.cuda.set_device(device)  # NEW: this process's GPU
+    if args.device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
+        torch.cuda.set_device(args.device)  # NEW: this process's GPU
     # NEW: NCCL between GPUs (Windows has none). EXTRA: gloo on CPUs too, where the text fails
-    backend = "nccl" if device.type == "cuda" and dist.is_nccl_available() else "gloo"
+    backend = "nccl" if args.device.type == "cuda" and dist.is_nccl_available() else "gloo"
     dist.init_process_group(backend=backend, rank=rank, world_size=world_size,
-                            timeout=timeout,  # EXTRA: a lost peer ends the run, no hang
-                            store=extras.store_for_this_attempt(timeout))  # EXTRA: restarts
+                            timeout=args.timeout,  # EXTRA: a lost peer ends the run, no hang
+                            store=extras.store_for_this_attempt(args.timeout))  # EXTRA: restarts
 
 
 def prepare_dataset(args: argparse.Namespace) -> tuple[DataLoader, DataLoader]:
@@ -100,8 +99,7 @@ def train_tutorial_model(args: argparse.Namespace) -> tuple:
     device = args.device  # NEW: this process's GPU (EXTRA: or the CPU; see --device)
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    # NEW: DDP averages the gradients of all processes in every backward pass
-    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
     progress = extras.Progress(args, model, optimizer, train_loader)  # EXTRA: resume, time
     losses = train(model, train_loader, optimizer, args.epochs, device, progress)
     return model.module, train_loader, test_loader, losses, device  # EXTRA: DDP freed early
@@ -109,6 +107,8 @@ def train_tutorial_model(args: argparse.Namespace) -> tuple:
 
 def main() -> None:
     args = parse_args()
+    if args.spawn:  # EXTRA: --spawn N: N processes without torchrun, each running main()
+        return extras.spawn(main, args.spawn)
     # NEW: rank and process count from torchrun (EXTRA: RANK, not the text's LOCAL_RANK)
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     if rank == 0:  # NEW: print once, not once per process

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -15,6 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # lets tests import the scripts and common/, as the scripts do
 
 from common.extras import run, walkthrough  # noqa: E402
+
+ON_WINDOWS = platform.system() == "Windows"
+needs_torchrun = pytest.mark.skipif(
+    ON_WINDOWS, reason="torch's Windows wheels lack libuv, so torchrun cannot start there "
+                       "(a08 --spawn is tested instead)")
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
+                                reason="finds the worker processes through /proc (Linux)")
+needs_sigint = pytest.mark.skipif(ON_WINDOWS, reason="Windows cannot send SIGINT to a child")
 
 
 def run_script(script: str, *args: str, cwd: Path, timeout: float = 120,
@@ -71,15 +80,16 @@ def workdir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("run")
 
 
-DEFAULT_RUN_SCRIPTS = tuple(script for script, _ in walkthrough.STEPS)  # the one list of scripts
+DEFAULT_RUN_SCRIPTS = tuple(script for script, *_ in walkthrough.STEPS)  # the one list of scripts
 
 
-def run_concurrently(commands: dict, cwd_of, timeout: float = 300) -> dict:
+def run_concurrently(commands: dict, cwd_of, timeout: float = 300,
+                     env_of=lambda key: clean_env()) -> dict:
     """Start every command at once (this machine has idle cores while one script imports
     torch), then collect each one's output; each result's ``cwd`` is where it ran."""
     cwds = {key: cwd_of(key) for key in commands}
     started = {key: subprocess.Popen(command, cwd=cwds[key], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=clean_env())
+                                     stderr=subprocess.PIPE, text=True, env=env_of(key))
                for key, command in commands.items()}
     results = {}
     for key, process in started.items():
@@ -119,6 +129,18 @@ def torchrun(nproc: int, *args: str, cwd: Path, timeout: float = 180,
     return subprocess.run(torchrun_command(nproc, *args, launcher_args=launcher_args),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=clean_env())
+
+
+SHIMS = ROOT / "tests" / "shims"
+
+
+def shim_env(name: str) -> dict:
+    """clean_env() with a test shim from tests/shims/ on PYTHONPATH (see each one's docstring):
+    ``no_libuv`` (torch's Windows wheels), ``spawn_start`` (macOS and Windows start methods)."""
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS / name),
+                                                      env.get("PYTHONPATH")]))
+    return env
 
 
 def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import section
+from conftest import run_script, section, shim_env
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +183,12 @@ def test_a04_section_6_num_workers_explained_and_working(a04):
     assert "num_workers=0 loads every batch in the main process" in text
     assert "through 2 workers" in text
     assert "Batch 3: tensor([[ 2.7000, -1.5000]]) tensor([1])\n" in text
+
+
+def test_a04_workers_started_by_spawn_give_the_same_batches(a04, tmp_path):
+    """macOS and Windows start DataLoader workers by spawn (Linux forks): simulated here by a
+    shim that makes spawn the start method; the whole output must not change."""
+    result = run_script("a04_dataloaders.py", cwd=tmp_path, env=shim_env("spawn_start"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == a04.stdout
+    assert "Dataset\ndefined in a notebook cell fails there" in result.stdout

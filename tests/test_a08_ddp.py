@@ -7,12 +7,15 @@ import sys
 import pytest
 
 from conftest import (
+    ON_WINDOWS,
     ROOT,
     clean_env,
     free_port,
     free_ports,
+    needs_torchrun,
     run_concurrently,
     run_main,
+    shim_env,
     torchrun,
     torchrun_command,
 )
@@ -54,30 +57,66 @@ def expected_samples(nproc: int) -> int:
 
 NPROCS = [1, 2, 3, 5]  # side by side in the default run; 8 processes with the stress tests
 STRESS_NPROCS = [8]
+SPAWN = "--spawn"  # a key ("--spawn", N): python a08_ddp_torchrun.py --spawn N, no torchrun
+NO_LIBUV = "torchrun, TCPStore without libuv"  # the simulation's own check: torchrun fails
+DEFAULT_RUNS = [(SPAWN, 2)] if ON_WINDOWS else [*NPROCS, (SPAWN, 2), NO_LIBUV]
+
+
+def launch_command(key, port: int) -> list[str]:
+    if key == NO_LIBUV:
+        return torchrun_command(2, port=port)
+    if isinstance(key, tuple):
+        return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), SPAWN, str(key[1])]
+    return torchrun_command(key, port=port)
+
+
+def launch_env(key) -> dict:
+    """--spawn 2 and the torchrun check run on a simulated torch whose TCPStore refuses libuv,
+    as torch's Windows wheels do: --spawn needs no TCPStore, torchrun cannot start."""
+    return shim_env("no_libuv") if key in ((SPAWN, 2), NO_LIBUV) else clean_env()
 
 
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory) -> dict:
-    """``ddp_runs(n)``: a08 under torchrun with n processes. The default counts are all launched
-    at once, on their own free ports, the first time one is asked for: this also shows that runs
-    do not disturb one another."""
-    cache: dict[int, subprocess.CompletedProcess] = {}
+    """``ddp_runs(key)``: a08 under torchrun with N processes (key N), or with --spawn N (key
+    ("--spawn", N)). The default runs are all launched at once, on their own free ports, the
+    first time one is asked for: this also shows that runs do not disturb one another."""
+    cache: dict = {}
 
-    def get(nproc: int) -> subprocess.CompletedProcess:
-        if nproc not in cache:
-            batch = NPROCS if nproc in NPROCS else [nproc]
+    def get(key) -> subprocess.CompletedProcess:
+        if key not in cache:
+            batch = DEFAULT_RUNS if key in DEFAULT_RUNS else [key]
             ports = dict(zip(batch, free_ports(len(batch)), strict=True))
-            cache.update(run_concurrently({n: torchrun_command(n, port=ports[n]) for n in batch},
-                                          cwd_of=lambda n: tmp_path_factory.mktemp(f"ddp{n}")))
-        return cache[nproc]
+            cache.update(run_concurrently(
+                {k: launch_command(k, ports[k]) for k in batch},
+                cwd_of=lambda k: tmp_path_factory.mktemp("ddp"), env_of=launch_env))
+        return cache[key]
 
     return get
 
 
-@pytest.fixture(params=[*NPROCS, *(pytest.param(n, marks=pytest.mark.stress)
-                                   for n in STRESS_NPROCS)], ids=lambda n: f"N{n}")
+def nproc_of(key) -> int:
+    return key[1] if isinstance(key, tuple) else key
+
+
+@pytest.fixture(params=[*(pytest.param(n, marks=needs_torchrun) for n in NPROCS), (SPAWN, 2),
+                        *(pytest.param(n, marks=[pytest.mark.stress, needs_torchrun])
+                          for n in STRESS_NPROCS),
+                        *(pytest.param(k, marks=pytest.mark.stress)
+                          for k in [(SPAWN, 1), (SPAWN, 3)])],
+                ids=lambda k: f"spawn{k[1]}" if isinstance(k, tuple) else f"N{k}")
 def ddp_run(request, ddp_runs):
-    return request.param, ddp_runs(request.param)
+    return nproc_of(request.param), ddp_runs(request.param)
+
+
+@needs_torchrun
+def test_the_no_libuv_simulation_stops_torchrun(ddp_runs):
+    """Without this, the --spawn run on the same simulated torch would prove nothing."""
+    result = ddp_runs(NO_LIBUV)
+    assert result.returncode != 0
+    assert "use_libuv was requested but PyTorch was build without libuv support" \
+        in result.stderr
+    assert "Epoch:" not in result.stdout
 
 
 def test_a08_exits_cleanly(ddp_run):
@@ -160,6 +199,7 @@ def test_a08_log_every_thins_the_loss_lines(capsys):
     assert [loss for _, loss in parse(out)["loss"][0]] == [0.66, 0.10, 0.04]
 
 
+@needs_torchrun
 def test_a08_two_machines_use_global_ranks(tmp_path):
     """Two torchrun launches with --nnodes=2 sharing a rendezvous on localhost, 2 processes
     each: global ranks 0 to 3 must each appear exactly once (LOCAL_RANK repeats 0, 1)."""
@@ -186,6 +226,7 @@ def test_a08_two_machines_use_global_ranks(tmp_path):
     assert "Global" not in outputs[1][0]
 
 
+@needs_torchrun
 def test_a08_losses_repeat_exactly(ddp_runs, default_run):
     """World size 1 twice: under torchrun, and as a plain process."""
     plain = default_run("a08_ddp_torchrun.py")
@@ -193,6 +234,7 @@ def test_a08_losses_repeat_exactly(ddp_runs, default_run):
 
 
 @pytest.mark.stress
+@needs_torchrun
 def test_a08_fifty_runs_at_n2_all_exit_0(tmp_path):
     failures, losses = [], []
     for attempt in range(50):

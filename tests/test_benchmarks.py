@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env, free_port
+from conftest import ROOT, clean_env, free_port, needs_torchrun
 
-pytestmark = pytest.mark.stress
+pytestmark = [pytest.mark.stress, needs_torchrun]
 TINY = ("--num-samples", "2048", "--batch-size", "64", "--epochs", "1")
 
 

@@ -83,5 +83,5 @@ def test_gpu_shortage_names_the_fix():
     assert gpu_shortage(2, 2) is None
     assert gpu_shortage(8, 2) == (
         "8 processes on this machine but only 2 GPU(s), and NCCL refuses two processes on one "
-        "GPU; use --nproc_per_node=2, or --device cpu")
+        "GPU; start 2 (--nproc_per_node=2 or --spawn 2), or use --device cpu")
     assert "no usable CUDA GPU" in gpu_shortage(1, 0)

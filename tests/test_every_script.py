@@ -73,10 +73,25 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     marker = tmp_path / "NEVER_RAN"
     (tmp_path / "never.py").write_text(f"open({str(marker)!r}, 'w')\n")
     monkeypatch.setattr(walkthrough, "ROOT", tmp_path)
-    monkeypatch.setattr(walkthrough, "STEPS", [("first.py", []), ("broken.py", []),
-                                               ("never.py", [])])
+    monkeypatch.setattr(walkthrough, "STEPS", [("first.py", [], []), ("broken.py", [], []),
+                                               ("never.py", [], [])])
     monkeypatch.setattr(sys, "argv", ["walkthrough"])
     assert walkthrough.main() == 1
     err = capsys.readouterr().err
     assert "Walkthrough stopped: broken.py failed (exit status 3)." in err
     assert not marker.exists()
+
+
+def test_walkthrough_on_windows_runs_a08_with_spawn(monkeypatch):
+    """torchrun cannot start on torch's Windows wheels (no libuv): a08 --spawn 2 instead."""
+    import importlib
+    import platform
+
+    from common.extras import walkthrough
+    monkeypatch.setattr(platform, "system", lambda: "Windows")
+    try:
+        assert importlib.reload(walkthrough).STEPS[-1] == ("a08_ddp_torchrun.py", [],
+                                                           ["--spawn", "2"])
+    finally:
+        monkeypatch.undo()
+        importlib.reload(walkthrough)

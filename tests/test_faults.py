@@ -3,6 +3,7 @@
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -10,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env, run_main, run_script, torchrun_command
+from conftest import (
+    ROOT,
+    clean_env,
+    free_port,
+    needs_proc,
+    needs_sigint,
+    needs_torchrun,
+    run_main,
+    run_script,
+    torchrun_command,
+)
 
 BAD_FLAGS = [
     ("a05_training_loop.py", ["--epochs", "0"], "argument --epochs: '0' is not a whole number"),
@@ -196,6 +207,7 @@ def test_a08_unusable_snapshot_is_one_line(tmp_path, capsys):
         f"error: {snapshot}: not a PyTorch checkpoint; give a file saved with torch.save"]
 
 
+@needs_sigint
 def test_ctrl_c_stops_a08_promptly_without_traceback(tmp_path):
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--epochs", "100000"],
@@ -275,6 +287,8 @@ def check_recovered(result: subprocess.CompletedProcess, folder: Path) -> None:
 
 
 @pytest.mark.stress
+@needs_torchrun
+@needs_proc
 def test_a08_recovers_from_a_killed_worker_ten_times(tmp_path):
     for cycle in range(10):
         folder = tmp_path / f"cycle{cycle}"
@@ -283,6 +297,8 @@ def test_a08_recovers_from_a_killed_worker_ten_times(tmp_path):
 
 
 @pytest.mark.stress
+@needs_torchrun
+@needs_proc
 def test_a08_hung_peer_ends_within_the_timeout(tmp_path):
     """SIGSTOP one worker: the other gives up after --timeout instead of waiting forever."""
     command = torchrun_command(2, "--epochs", "100000", "--timeout", "5")
@@ -302,3 +318,86 @@ def test_a08_hung_peer_ends_within_the_timeout(tmp_path):
                 os.kill(pid, signal.SIGKILL)
     assert launcher.returncode != 0
     assert time.monotonic() - start < 90
+
+
+def rank_env(rank: int, port: int) -> dict:
+    """The variables torchrun would set for one of two processes on this machine."""
+    return clean_env() | {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+                          "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                          "MASTER_PORT": str(port)}
+
+
+def test_a08_unreachable_master_is_one_line(tmp_path):
+    """Process 1 of 2, and nobody listens at MASTER_ADDR:MASTER_PORT."""
+    port = free_port()
+    start = time.monotonic()
+    result = run_script("a08_ddp_torchrun.py", "--timeout", "3", cwd=tmp_path,
+                        env=rank_env(1, port))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: process 1 could not join the process group at 127.0.0.1:{port} "
+        f"(MASTER_ADDR:MASTER_PORT) within --timeout: check that the first machine's torchrun "
+        f"runs, the address and port, that no firewall blocks the port, and on several "
+        f"machines GLOO_SOCKET_IFNAME (README: Several machines)"]
+    assert time.monotonic() - start < 60
+
+
+def test_a08_port_in_use_is_one_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_script("a08_ddp_torchrun.py", "--timeout", "3", cwd=tmp_path,
+                            env=rank_env(0, port))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: process 0: the port of 127.0.0.1:{port} (MASTER_ADDR:MASTER_PORT) is already "
+        f"in use (another run?); choose a free one with torchrun --master_port=PORT, or use "
+        f"torchrun --standalone"]
+
+
+def test_a08_windows_gloo_device_error_is_one_line(monkeypatch, capsys):
+    """Simulated: init_process_group fails as some torch builds' gloo does on Windows."""
+    import torch.distributed as dist
+
+    def no_device(*args, **kwargs):
+        raise RuntimeError("[enforce fail at ..\\third_party\\gloo\\gloo\\transport\\uv\\"
+                           "device.cc:153] rp != nullptr. makeDeviceForHostname(): "
+                           "unsupported gloo device")
+
+    monkeypatch.setattr(dist, "init_process_group", no_device)
+    code, _, err = run_main("a08_ddp_torchrun.py", [], capsys)
+    assert code == 1
+    assert err.splitlines() == [
+        "error: process 0: gloo found no network device to use on this machine (seen with "
+        "some torch builds on Windows); set GLOO_SOCKET_IFNAME to an interface's name "
+        "(ipconfig or ip addr lists them), or run under WSL2"]
+
+
+def test_a08_spawn_under_torchrun_is_a_usage_error(workdir):
+    env = clean_env() | {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2",
+                         "LOCAL_WORLD_SIZE": "2"}
+    result = run_script("a08_ddp_torchrun.py", "--spawn", "2", cwd=workdir, env=env)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        "a08_ddp_torchrun.py: error: argument --spawn: torchrun already started the "
+        "processes; use one or the other")
+
+
+def test_every_tcpstore_a08_makes_honours_use_libuv(monkeypatch):
+    """USE_LIBUV=0 (a08 sets it on Windows, where torch has no libuv) reaches the TCPStore."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from common.extras import distributed
+    made = []
+    monkeypatch.setattr(dist, "TCPStore", lambda *args, **kwargs: made.append(kwargs))
+    monkeypatch.setattr(dist, "PrefixStore", lambda prefix, store: store)
+    for key, value in rank_env(1, 29500).items():
+        monkeypatch.setenv(key, value)
+    for use_libuv, agent_store in [("0", "True"), ("0", "False"), ("1", "True")]:
+        monkeypatch.setenv("USE_LIBUV", use_libuv)
+        monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", agent_store)
+        distributed.store_for_this_attempt(timedelta(seconds=5))
+    assert [kwargs["use_libuv"] for kwargs in made] == [False, False, True]

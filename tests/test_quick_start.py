@@ -17,12 +17,26 @@ def readme() -> str:
     return (ROOT / "README.md").read_text()
 
 
-def quick_start_lines() -> list[str]:
-    """The commands of the Quick start's bash block, as a user would paste them."""
+def quick_start_lines(shell: str = "bash") -> list[str]:
+    """The commands of the Quick start's first ``shell`` block, as a user would paste them."""
     text = readme()
     section = text[text.index("## Quick start"):]
-    block = re.search(r"```bash\n(.*?)```", section, flags=re.S)[1]
+    block = re.search(rf"```{shell}\n(.*?)```", section, flags=re.S)[1]
     return [line for line in block.splitlines() if line.strip()]
+
+
+def workflow_step_lines(name: str) -> list[str]:
+    """The lines of the ``run: |`` script of the GitHub workflow's step called ``name``."""
+    text = (ROOT / ".github" / "workflows" / "tests.yml").read_text()
+    step = text[text.index(f"- name: {name}\n"):]
+    script = step[step.index("run: |\n") + len("run: |\n"):]
+    indent = len(script) - len(script.lstrip(" "))
+    lines = []
+    for line in script.splitlines():
+        if not line.startswith(" " * indent):
+            break
+        lines.append(line.strip())
+    return lines
 
 
 def shell_commands() -> list[str]:
@@ -38,6 +52,12 @@ def test_quick_start_is_two_commands_in_a_virtual_environment():
     assert lines[0].startswith("python3 -m venv .venv && .venv/bin/pip install . && ")
     assert lines[0].endswith(".venv/bin/python -m common.extras.walkthrough")
     assert lines[1] == '.venv/bin/pip install ".[test]" && .venv/bin/python -m pytest'
+
+
+def test_the_workflow_runs_the_readme_quick_start_as_written():
+    assert workflow_step_lines("Quick start (Linux, macOS)") == quick_start_lines("bash")
+    assert workflow_step_lines("Quick start (Windows)") == quick_start_lines("powershell")
+    assert len(quick_start_lines("powershell")) == 2
 
 
 def test_no_bare_pip_install_anywhere_in_the_readme():

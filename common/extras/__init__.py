@@ -44,6 +44,7 @@ from common.extras.distributed import (
     fast_batch_loader,
     process_name,
     report_global_accuracy,
+    spawn,
     store_for_this_attempt,
 )
 from common.extras.matmul_benchmark import add_benchmark_flags, exercise_a4
@@ -76,5 +77,6 @@ __all__ = [
     "process_name",
     "report_global_accuracy",
     "run",
+    "spawn",
     "store_for_this_attempt",
 ]

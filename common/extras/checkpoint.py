@@ -77,20 +77,19 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
             f"{path}: refused: it holds Python objects, not just tensors, and unpickling it "
             f"could run code; only load whole pickled objects from sources you trust"
         ) from None
-    except RuntimeError as err:
-        if "Error(s) in loading state_dict" not in str(err):  # raised by torch.load
-            raise CheckpointError(_damaged(path, err)) from None
-        raise CheckpointError(
-            f"{path}: saved from another architecture, it does not fit the model "
-            f"({_first_mismatch(str(err))}); retrain and save again"
-        ) from None
-    except TypeError as err:
-        if "state_dict" not in str(err):  # raised by torch.load
-            raise CheckpointError(_damaged(path, err)) from None
-        raise CheckpointError(f"{path}: holds no model state_dict; give a file saved "
-                              f"with torch.save(model.state_dict(), PATH)") from None
-    except Exception as err:  # a damaged file can fail in many ways deep inside torch.load
-        raise CheckpointError(_damaged(path, err)) from None
+    except Exception as err:
+        message = str(err)
+        if "Error(s) in loading state_dict" in message:  # load_state_dict: keys, shapes differ
+            raise CheckpointError(
+                f"{path}: saved from another architecture, it does not fit the model "
+                f"({_first_mismatch(message)}); retrain and save again") from None
+        if isinstance(err, TypeError) and "state_dict" in message:  # not a dict at all
+            raise CheckpointError(f"{path}: holds no model state_dict; give a file saved "
+                                  f"with torch.save(model.state_dict(), PATH)") from None
+        # a damaged file can fail in many ways deep inside torch.load
+        kind = "truncated or corrupt" if _looks_like_zip(path) else "not a PyTorch checkpoint"
+        raise CheckpointError(f"{path}: {kind} ({type(err).__name__}); save the checkpoint "
+                              f"again") from None
 
 
 def safe_load(path: str | os.PathLike) -> Any:
@@ -102,11 +101,6 @@ def safe_load(path: str | os.PathLike) -> Any:
 
 def _cannot_write(path: Path, err: OSError, flag: str) -> CheckpointError:
     return CheckpointError(f"{path}: cannot write it ({err.strerror}); choose another {flag}")
-
-
-def _damaged(path: Path, err: Exception) -> str:
-    kind = "truncated or corrupt" if _looks_like_zip(path) else "not a PyTorch checkpoint"
-    return f"{path}: {kind} ({type(err).__name__}); save the checkpoint again"
 
 
 def _current_umask() -> int:

@@ -92,6 +92,14 @@ def run(main: Callable[[], None]) -> None:
         if os.environ.get("RANK", "0") == "0":  # under torchrun every process has the error
             print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
+    except Exception as err:
+        from common.extras.distributed import explain_distributed_error  # imports cli
+
+        explained = explain_distributed_error(err)
+        if explained is None:
+            raise
+        print(f"error: {explained}", file=sys.stderr)  # every process: each may differ
+        sys.exit(1)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

@@ -8,6 +8,7 @@
 - ``enough_examples``: noisy copies of the toy data when there are too many processes for it.
 - ``fast_batch_loader``: ``--fast-batches``, the DistributedSampler's batches as index tensors.
 - ``report_global_accuracy``: accuracy over all processes, each example counted once.
+- ``spawn``: ``--spawn N``, N processes without torchrun.
 - ``store_for_this_attempt``: a key-value store that survives torchrun's restarts (see there).
 """
 
@@ -16,8 +17,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
+import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -27,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from common import ToyDataset, compute_accuracy
-from common.extras.cli import positive_float, positive_int
+from common.extras.cli import UserError, positive_float, positive_int, run
 from common.extras.devices import add_device_flag
 
 
@@ -42,8 +46,13 @@ class DistEnv:
     launched: bool  # started by torchrun (else: one plain process)
 
     @classmethod
-    def from_environ(cls) -> DistEnv:
+    def from_environ(cls, spawn: int | None = None) -> DistEnv:
+        """The variables torchrun (or --spawn) set; ``spawn``: as they will be in the workers
+        that --spawn N is about to start."""
         env = os.environ
+        if spawn:
+            return cls(rank=0, local_rank=0, world_size=spawn, local_world_size=spawn,
+                       launched=True)
         if "RANK" not in env or "WORLD_SIZE" not in env:
             return cls(rank=0, local_rank=0, world_size=1, local_world_size=1, launched=False)
         world_size = int(env["WORLD_SIZE"])
@@ -70,6 +79,10 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--snapshot", metavar="PATH", default=None,
                         help="save training state here after every epoch, and resume from it "
                              "if it exists (default: no snapshots)")
+    parser.add_argument("--spawn", type=positive_int, default=None, metavar="N",
+                        help="start N processes on this machine without torchrun, with "
+                             "torch.multiprocessing.spawn, meeting through a file (no network "
+                             "port; works on Windows) (default: off)")
     parser.add_argument("--fast-batches", action="store_true",
                         help="fetch each batch with one indexing operation instead of example "
                              "by example: the same batches in the same order, faster for large "
@@ -80,7 +93,12 @@ def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     """Usage errors for what no single flag's type can check; also turns args.device into a
     torch.device: this process's GPU, or the CPU. Runs before any process group exists, so a
     bad flag never hangs the run."""
-    env = DistEnv.from_environ()
+    if args.spawn and SPAWNED in os.environ:
+        args.spawn = None  # a worker that --spawn started: train, do not spawn again
+    elif args.spawn and "RANK" in os.environ:
+        parser.error("argument --spawn: torchrun already started the processes; use one or "
+                     "the other")
+    env = DistEnv.from_environ(args.spawn)
     if args.snapshot is not None and not os.path.isdir(os.path.dirname(args.snapshot) or "."):
         parser.error(f"argument --snapshot: the folder of {args.snapshot} does not exist")
     if args.num_samples is not None and not gives_full_batches(
@@ -130,8 +148,8 @@ def gpu_shortage(local_world_size: int, gpu_count: int) -> str | None:
         return "this machine has no usable CUDA GPU; use --device cpu (or auto)"
     if local_world_size > gpu_count:
         return (f"{local_world_size} processes on this machine but only {gpu_count} GPU(s), "
-                f"and NCCL refuses two processes on one GPU; use "
-                f"--nproc_per_node={gpu_count}, or --device cpu")
+                f"and NCCL refuses two processes on one GPU; start {gpu_count} "
+                f"(--nproc_per_node={gpu_count} or --spawn {gpu_count}), or use --device cpu")
     return None
 
 
@@ -262,10 +280,41 @@ def count_correct_globally(model: torch.nn.Module, dataset: Dataset,
     return int(counts[0]), int(counts[1])
 
 
-def store_for_this_attempt(timeout: timedelta) -> dist.Store | None:
-    """The store to build the process group on; None means torch's default (env://).
+SPAWNED = "A08_SPAWN_STORE"  # set in the workers of --spawn: the path of their file store
 
-    One plain process: an in-memory store, so no port is needed.
+
+def spawn(main: Callable[[], None], nprocs: int) -> None:
+    """--spawn N: run ``main`` in N new processes on this machine, as torchrun would, but with
+    torch.multiprocessing.spawn (the way the book's DDP-script.py starts its processes). They
+    meet through a file in a temporary folder: no network port and no TCPStore, so this works
+    where torchrun cannot start (torch's Windows wheels lack libuv). A worker that fails has
+    already said why; the others are stopped and this process exits with its status."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="a08-spawn-") as folder:
+        store = os.path.join(folder, "store")
+        try:
+            mp.spawn(_spawned_worker, args=(nprocs, store, main), nprocs=nprocs)
+        except mp.ProcessExitedException as err:
+            raise SystemExit(err.exit_code if err.exit_code and err.exit_code > 0 else 1) from None
+
+
+def _spawned_worker(index: int, nprocs: int, store: str, main: Callable[[], None]) -> None:
+    os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index),
+                       "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs),
+                       SPAWNED: store})
+    run(main)  # its errors end this worker with one line and an exit status, as in the parent
+
+
+def store_for_this_attempt(timeout: timedelta) -> dist.Store:
+    """The key-value store the processes meet through, to build the process group on.
+
+    One plain process: an in-memory store, so no port is needed. The workers of --spawn: a file
+    store. Otherwise a TCPStore at MASTER_ADDR:MASTER_PORT, made here rather than inside
+    init_process_group so that a master that cannot be reached, or a port in use, ends in one
+    line (see ``explain_distributed_error``) instead of torch's log of every retry. Every
+    TCPStore made here goes without libuv where torch lacks it (USE_LIBUV=0, as a08 sets on
+    Windows).
 
     Under torchrun: the store that torchrun's agent hosts outlives the workers it restarts
     (``--max-restarts``), and torch's default keys for the process group are the same in every
@@ -276,9 +325,74 @@ def store_for_this_attempt(timeout: timedelta) -> dist.Store | None:
     env = DistEnv.from_environ()
     if not env.launched:
         return dist.HashStore()
+    if SPAWNED in os.environ:
+        return dist.FileStore(os.environ[SPAWNED], env.world_size)
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        return None  # rank 0 hosts a fresh store in each attempt: nothing stale to read
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                          world_size=env.world_size, is_master=False, timeout=timeout)
+        # rank 0 hosts a fresh store in each attempt: nothing stale to read
+        return tcp_store(env.world_size, is_master=env.rank == 0, timeout=timeout)
+    store = tcp_store(env.world_size, is_master=False, timeout=timeout)  # torchrun's agent's
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     return dist.PrefixStore(f"a08/attempt{attempt}", store)
+
+
+def tcp_store(world_size: int, is_master: bool, timeout: timedelta) -> dist.TCPStore:
+    """A TCPStore at MASTER_ADDR:MASTER_PORT; torch's C++ log of each failed connection attempt
+    (a stack dump per retry) is kept off the terminal: a failure raises all the same."""
+    try:
+        host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    except (KeyError, ValueError):
+        raise UserError("RANK and WORLD_SIZE are set but MASTER_ADDR and MASTER_PORT are not "
+                        "(both are needed to meet); start a08 with torchrun, which sets all "
+                        "four") from None
+    with _stderr_silenced():
+        return dist.TCPStore(host, port, world_size=world_size, is_master=is_master,
+                             timeout=timeout, use_libuv=os.environ.get("USE_LIBUV", "1") != "0")
+
+
+@contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """Point file descriptor 2 at the null device for the enclosed block (C++ writes there
+    directly, past sys.stderr)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def explain_distributed_error(err: Exception) -> str | None:
+    """One line, cause and fix, for the ways a process group fails to start or breaks down;
+    None for any other error. ``run`` prints it instead of torch's traceback."""
+    if not isinstance(err, RuntimeError):  # torch's DistError and its kin are RuntimeErrors
+        return None
+    message = str(err)
+    where = (f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+             f" (MASTER_ADDR:MASTER_PORT)")
+    rank = f"process {os.environ.get('RANK', 0)}"
+    if "unsupported gloo device" in message or "makeDeviceForHostname" in message:
+        return (f"{rank}: gloo found no network device to use on this machine (seen with some "
+                f"torch builds on Windows); set GLOO_SOCKET_IFNAME to an interface's name "
+                f"(ipconfig or ip addr lists them), or run under WSL2")
+    if "EADDRINUSE" in message or "address already in use" in message.lower():
+        return (f"{rank}: the port of {where} is already in use (another run?); choose a free "
+                f"one with torchrun --master_port=PORT, or use torchrun --standalone")
+    if dist.is_available() and dist.is_initialized():
+        if any(sign in message for sign in ("Connection closed by peer", "Connection reset",
+                                            "Broken pipe", "Timed out", "timed out",
+                                            "Connection refused")):
+            return (f"{rank} lost contact with another process (it crashed, was killed, or "
+                    f"hangs): with torchrun --max-restarts=3 torchrun restarts them all; with "
+                    f"--snapshot PATH, running the same command again resumes from the last "
+                    f"epoch")
+        return None
+    if isinstance(err, dist.DistError) or "connect" in message:
+        return (f"{rank} could not join the process group at {where} within --timeout: check "
+                f"that the first machine's torchrun runs, the address and port, that no "
+                f"firewall blocks the port, and on several machines GLOO_SOCKET_IFNAME (README: "
+                f"Several machines)")
+    return None

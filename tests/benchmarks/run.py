@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from common.extras.walkthrough import STEPS  # noqa: E402
 
-SCRIPTS = [script for script, _ in STEPS]  # the one list of scripts, in the tutorial's order
+SCRIPTS = [script for script, *_ in STEPS]  # the one list of scripts, in the tutorial's order
 THROUGHPUT = re.compile(r"^Training time: ([\d.]+) s for (\d+) samples, (\d+) samples/s",
                         re.MULTILINE)
 

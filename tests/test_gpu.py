@@ -1,0 +1,82 @@
+"""Sections 9.1 to 9.3 on CUDA GPUs: run by `bash .ci/gpu-check` on a machine with one; every
+test here skips, with its reason, where there is no CUDA GPU."""
+
+import re
+import sys
+
+import pytest
+import torch
+from test_a08_ddp import parse
+
+from conftest import ROOT, clean_env, free_port, needs_torchrun, run_script, section
+from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+GPUS = torch.cuda.device_count()
+
+
+@pytest.fixture(scope="module")
+def a07_cuda(tmp_path_factory):
+    return run_script("a07_gpu_single.py", "--benchmark", "--sizes", "64,256,1024,4096",
+                      cwd=tmp_path_factory.mktemp("a07cuda"))
+
+
+def test_a07_section_9_1_on_cuda(a07_cuda):
+    assert a07_cuda.returncode == 0, a07_cuda.stderr
+    text = section(a07_cuda.stdout, "9.1 Computations on GPU devices")
+    assert "On cuda: tensor([5., 7., 9.], device='cuda:0')\n" in text
+    assert "Adding a CPU tensor to it fails: Expected all tensors to be on the same device" \
+        in text
+
+
+def test_a07_section_9_2_six_losses_on_cuda(a07_cuda):
+    assert loss_lines(section(a07_cuda.stdout, "9.2 Single-GPU training")) == \
+        TUTORIAL_LOSS_LINES
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in a07_cuda.stdout
+
+
+def test_a07_exercise_a4_gpu_column_and_crossover(a07_cuda):
+    text = section(a07_cuda.stdout, "9.1 Exercise A.4")
+    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU [\d.]+ us, "
+                     r"CUDA [\d.]+ us$", text, flags=re.M)
+    assert "|  CUDA (ms) | speed-up" in text
+    assert re.search(r"^The CUDA (wins from size \d+ on|did not win at any size measured)\.$",
+                     text, flags=re.M)
+
+
+def ddp_lines_ok(result, nproc: int) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout.replace("[GPU", "[CPU")  # parse() knows the CPU prefix
+    parsed = parse(out)
+    assert parsed["train_acc"] == {rank: ["1.0"] for rank in range(nproc)}
+    assert parsed["test_acc"] == {rank: ["1.0"] for rank in range(nproc)}
+    assert f"Processes: {nproc}, training on cuda with the nccl backend" in result.stdout
+    assert "[GPU0] Epoch: 001/003" in result.stdout
+
+
+@needs_torchrun
+def test_a08_nccl_on_every_gpu(tmp_path):
+    import subprocess
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=gpu",
+         "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+         str(ROOT / "a08_ddp_torchrun.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env())
+    ddp_lines_ok(result, GPUS)
+
+
+def test_a08_spawn_on_every_gpu(tmp_path):
+    result = run_script("a08_ddp_torchrun.py", "--spawn", str(GPUS), cwd=tmp_path,
+                        timeout=300)
+    ddp_lines_ok(result, GPUS)
+
+
+def test_a08_more_processes_than_gpus_is_refused(tmp_path):
+    result = run_script("a08_ddp_torchrun.py", "--spawn", str(GPUS + 1), "--device", "cuda",
+                        cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        f"argument --device cuda: {GPUS + 1} processes on this machine but only {GPUS} GPU(s), "
+        f"and NCCL refuses two processes on one GPU; start {GPUS} (--nproc_per_node={GPUS} or "
+        f"--spawn {GPUS}), or use --device cpu")
