@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ sys.path.insert(0, str(ROOT))  # lets tests import the scripts and common/, as t
 from common.extras import run, walkthrough  # noqa: E402
 
 ON_WINDOWS = platform.system() == "Windows"
+TORCH_LOG = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d")  # a line of torch's own (glog) log
 needs_torchrun = pytest.mark.skipif(
     ON_WINDOWS, reason="torch's Windows wheels lack libuv, so torchrun cannot start there "
                        "(a08 --spawn is tested instead)")

@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from conftest import (
     ROOT,
+    TORCH_LOG,
     clean_env,
     free_port,
     needs_proc,
@@ -401,3 +403,98 @@ def test_every_tcpstore_a08_makes_honours_use_libuv(monkeypatch):
         monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", agent_store)
         distributed.store_for_this_attempt(timedelta(seconds=5))
     assert [kwargs["use_libuv"] for kwargs in made] == [False, False, True]
+
+
+def two_machines(folder: Path, *args: str, max_restarts: int = 3) -> list[subprocess.Popen]:
+    """Two torchrun launches sharing a rendezvous on localhost (--nnodes=2), one process
+    each: two simulated machines, each with its own torchrun agent."""
+    port = free_port()
+    launches = []
+    for node in (0, 1):
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
+                   f"--node_rank={node}", "--nproc_per_node=1", f"--max-restarts={max_restarts}",
+                   "--master_addr=127.0.0.1", f"--master_port={port}",
+                   str(ROOT / "a08_ddp_torchrun.py"), *args]
+        launches.append(subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, env=clean_env()))
+    return launches
+
+
+def wait_for_file(path: Path, launches: list[subprocess.Popen], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline and \
+            all(launch.poll() is None for launch in launches):
+        time.sleep(0.05)
+    assert path.exists(), f"no {path.name} within {timeout} s"
+
+
+@pytest.mark.stress
+@needs_torchrun
+@needs_proc
+def test_a08_worker_lost_on_one_of_two_machines_three_times(tmp_path):
+    """Each cycle: two simulated machines with --max-restarts, the worker on the second killed
+    after the first snapshot. The survivor says so in one line; both torchruns restart their
+    workers, which agree on fresh keys and resume from the snapshot, and finish."""
+    for cycle in range(3):
+        folder = tmp_path / f"cycle{cycle}"
+        folder.mkdir()
+        snapshot = folder / "snap.pt"
+        launches = two_machines(folder, "--snapshot", str(snapshot), "--epochs", "12",
+                                "--num-samples", "400", "--log-every", "1000")
+        wait_for_file(snapshot, launches)
+        workers = child_pids(launches[1].pid)
+        assert len(workers) == 1
+        os.kill(workers[0], signal.SIGKILL)
+        outputs = [launch.communicate(timeout=300) for launch in launches]
+        for launch, (_, stderr) in zip(launches, outputs, strict=True):
+            assert launch.returncode == 0, stderr[-3000:]
+        (out0, err0), (out1, _) = outputs
+        for rank, out in ((0, out0), (1, out1)):
+            assert re.search(rf"^\[CPU{rank}\] Resuming from epoch \d+ \(.*snap\.pt\): "
+                             rf"continuing with epoch \d+$", out, flags=re.M), out
+            assert f"[CPU{rank}] Training accuracy 1.0" in out
+        assert "Global training accuracy over all 2 processes: 1.0 (400 of 400 examples)" \
+            in out0
+        ours = [line for line in err0.splitlines() if not TORCH_LOG.match(line)]
+        assert "Traceback" not in err0
+        assert ours == ["error: process 0 lost contact with another process (it crashed, was "
+                        "killed, or hangs). With --max-restarts=3, torchrun restarts all "
+                        "processes; with --snapshot PATH they, or the same command run again, "
+                        "resume from the last epoch"], err0
+        assert processes_mentioning(str(snapshot)) == [], "processes left behind"
+
+
+@pytest.mark.stress
+@needs_torchrun
+@needs_proc
+def test_a08_sigterm_stops_at_once_keeps_the_snapshot_and_resumes(tmp_path):
+    """What SLURM or Kubernetes does before preempting a job: SIGTERM to torchrun."""
+    import torch
+    snapshot = tmp_path / "snap.pt"
+    command = torchrun_command(2, "--snapshot", str(snapshot), "--epochs", "100000",
+                               "--num-samples", "400", "--log-every", "1000")
+    launcher = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=clean_env() | {"OMP_NUM_THREADS": "1"})  # no warning
+    wait_for_file(snapshot, [launcher])
+    time.sleep(0.5)  # into the next epochs, so that a snapshot may be being written
+    start = time.monotonic()
+    launcher.send_signal(signal.SIGTERM)
+    _, stderr = launcher.communicate(timeout=60)
+    assert time.monotonic() - start < 15
+    assert launcher.returncode != 0
+    ours = [line for line in stderr.splitlines()
+            if line.strip() and not TORCH_LOG.match(line) and not line.startswith(" ")
+            and "Traceback" not in line and "SignalException" not in line]
+    assert ours == ["Stopped (SIGTERM, e.g. a preempted job): files already written are whole; "
+                    "with --snapshot, the same command resumes from the last epoch."], stderr
+    completed = torch.load(snapshot, weights_only=True)["epochs_completed"]  # whole
+    assert completed >= 1
+    assert processes_mentioning(str(snapshot)) == [], "processes left behind"
+    rerun = subprocess.run(torchrun_command(2, "--snapshot", str(snapshot), "--epochs",
+                                            str(completed + 2), "--num-samples", "400"),
+                           cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                           env=clean_env())
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert (f"[CPU0] Resuming from epoch {completed} (" in rerun.stdout)
+    assert loss_epochs(rerun.stdout) == [completed + 1] * 100 + [completed + 2] * 100

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 import torch
-from test_a08_ddp import parse
 
 from conftest import ROOT, clean_env, free_port, needs_torchrun, run_script, section
 from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
+from test_a08_ddp import parse
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

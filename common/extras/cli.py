@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +75,18 @@ def heading(title: str) -> None:
     print(f"\n=== {title} ===")
 
 
+class Stopped(BaseException):
+    """SIGTERM arrived: what SLURM, Kubernetes and torchrun send before they stop a job."""
+
+
+_sigterm: list[int] = []  # the signal, once it arrived
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    _sigterm.append(signum)
+    raise Stopped
+
+
 class UserError(Exception):
     """A problem the user can fix (a bad file, a folder that cannot be written): ``run`` prints
     its message as one line, ``error: ...``, and exits with status 1."""
@@ -82,23 +96,19 @@ def run(main: Callable[[], None]) -> None:
     """Call ``main()``. Every print() becomes one whole-line write, so the lines of processes
     that share a terminal never splice (torchrun runs Python unbuffered, where print() writes
     each piece on its own). A UserError ends the script with one line, Ctrl-C at once with one
-    line instead of a traceback, and a closed pipe (``| head``) quietly. Whichever way main()
-    ends, a process group it left open is destroyed."""
+    line instead of a traceback, and a closed pipe (``| head``) quietly. SIGTERM (a preempted
+    job) stops it at once with one line, exit status 143; a process group that fails to start
+    or loses a peer is one line too. Whichever way main() ends, a process group it left open
+    is destroyed."""
     if hasattr(sys.stdout, "reconfigure"):  # a notebook's stdout may not have it
         sys.stdout.reconfigure(line_buffering=True, write_through=False)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         main()
     except UserError as err:
         if os.environ.get("RANK", "0") == "0":  # under torchrun every process has the error
             print(f"error: {err}", file=sys.stderr)
-        sys.exit(1)
-    except Exception as err:
-        from common.extras.distributed import explain_distributed_error  # imports cli
-
-        explained = explain_distributed_error(err)
-        if explained is None:
-            raise
-        print(f"error: {explained}", file=sys.stderr)  # every process: each may differ
         sys.exit(1)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -107,6 +117,20 @@ def run(main: Callable[[], None]) -> None:
         print("\nInterrupted (Ctrl-C): stopped before the end; files already written are whole.",
               file=sys.stderr)
         sys.exit(130)
+    except (Stopped, Exception) as err:
+        from common.extras.distributed import explain_distributed_error  # imports cli
+
+        if _sigterm:  # also an error from a peer that stopped first: the signal explains it
+            if os.environ.get("RANK", "0") == "0":
+                print("\nStopped (SIGTERM, e.g. a preempted job): files already written are "
+                      "whole; with --snapshot, the same command resumes from the last epoch.",
+                      file=sys.stderr)
+            sys.exit(143)
+        explained = explain_distributed_error(err)
+        if explained is None:
+            raise
+        print(f"error: {explained}", file=sys.stderr)  # every process: each may differ
+        sys.exit(1)
     finally:
         _leave_process_group()
 

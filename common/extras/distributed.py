@@ -320,7 +320,11 @@ def store_for_this_attempt(timeout: timedelta) -> dist.Store:
     (``--max-restarts``), and torch's default keys for the process group are the same in every
     attempt. Restarted workers can then read the addresses their dead predecessors left there,
     and gloo fails in ``connectFullMesh`` (Connection refused) or waits for keys that never
-    change. Prefixing the keys with the restart count gives every attempt keys of its own.
+    change. So every attempt gets keys of its own, prefixed with how many times this rank has
+    started: all processes restart together, so that count is the same in every process of an
+    attempt, on every machine. (TORCHELASTIC_RESTART_COUNT is not: each machine's torchrun
+    counts on its own, and a restart for a machine that joins late is not counted at all;
+    pytorch/pytorch#135712.)
     """
     env = DistEnv.from_environ()
     if not env.launched:
@@ -331,8 +335,8 @@ def store_for_this_attempt(timeout: timedelta) -> dist.Store:
         # rank 0 hosts a fresh store in each attempt: nothing stale to read
         return tcp_store(env.world_size, is_master=env.rank == 0, timeout=timeout)
     store = tcp_store(env.world_size, is_master=False, timeout=timeout)  # torchrun's agent's
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    return dist.PrefixStore(f"a08/attempt{attempt}", store)
+    starts = store.add(f"a08/starts/rank{env.rank}", 1)
+    return dist.PrefixStore(f"a08/attempt{starts}", store)
 
 
 def tcp_store(world_size: int, is_master: bool, timeout: timedelta) -> dist.TCPStore:
@@ -386,9 +390,9 @@ def explain_distributed_error(err: Exception) -> str | None:
                                             "Broken pipe", "Timed out", "timed out",
                                             "Connection refused")):
             return (f"{rank} lost contact with another process (it crashed, was killed, or "
-                    f"hangs): with torchrun --max-restarts=3 torchrun restarts them all; with "
-                    f"--snapshot PATH, running the same command again resumes from the last "
-                    f"epoch")
+                    f"hangs). With --max-restarts=3, torchrun restarts all processes; with "
+                    f"--snapshot PATH they, or the same command run again, resume from the "
+                    f"last epoch")
         return None
     if isinstance(err, dist.DistError) or "connect" in message:
         return (f"{rank} could not join the process group at {where} within --timeout: check "
