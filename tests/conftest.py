@@ -60,11 +60,13 @@ def free_port() -> int:
 
 
 def repo_litter() -> set[str]:
-    """Checkpoint and image files lying in the repository, tracked, untracked or ignored."""
+    """Checkpoint and image files lying in the repository, tracked, untracked or ignored;
+    virtual environments (whose packages ship such files) aside."""
     out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
                          cwd=ROOT, capture_output=True, text=True).stdout
     return {line[3:] for line in out.splitlines()
-            if line[3:].endswith((".pth", ".pt", ".png"))}
+            if line[3:].endswith((".pth", ".pt", ".png"))
+            and not line[3:].startswith((".venv/", ".venvs/", "venv/"))}
 
 
 def section(out: str, title: str) -> str:

@@ -333,7 +333,7 @@ def test_a08_unreachable_master_is_one_line(tmp_path):
     """Process 1 of 2, and nobody listens at MASTER_ADDR:MASTER_PORT."""
     port = free_port()
     start = time.monotonic()
-    result = run_script("a08_ddp_torchrun.py", "--timeout", "3", cwd=tmp_path,
+    result = run_script("a08_ddp_torchrun.py", "--timeout", "1", cwd=tmp_path,
                         env=rank_env(1, port))
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
@@ -394,7 +394,15 @@ def test_every_tcpstore_a08_makes_honours_use_libuv(monkeypatch):
 
     from common.extras import distributed
     made = []
-    monkeypatch.setattr(dist, "TCPStore", lambda *args, **kwargs: made.append(kwargs))
+
+    class FakeStore:
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs)
+
+        def add(self, key, amount):
+            return 1
+
+    monkeypatch.setattr(dist, "TCPStore", FakeStore)
     monkeypatch.setattr(dist, "PrefixStore", lambda prefix, store: store)
     for key, value in rank_env(1, 29500).items():
         monkeypatch.setenv(key, value)

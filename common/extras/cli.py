@@ -102,8 +102,9 @@ def run(main: Callable[[], None]) -> None:
     is destroyed."""
     if hasattr(sys.stdout, "reconfigure"):  # a notebook's stdout may not have it
         sys.stdout.reconfigure(line_buffering=True, write_through=False)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    if on_main_thread:
+        previous_sigterm = signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         main()
     except UserError as err:
@@ -132,6 +133,8 @@ def run(main: Callable[[], None]) -> None:
         print(f"error: {explained}", file=sys.stderr)  # every process: each may differ
         sys.exit(1)
     finally:
+        if on_main_thread:  # as it was: run() may be called from a longer-lived program
+            signal.signal(signal.SIGTERM, previous_sigterm)
         _leave_process_group()
 
 

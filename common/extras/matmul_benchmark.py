@@ -11,7 +11,6 @@ import argparse
 from dataclasses import dataclass
 
 import torch
-from torch.utils import benchmark
 
 from common.extras.cli import heading, positive_int_list
 from common.extras.devices import detect_accelerator
@@ -32,6 +31,8 @@ BOOK_CASE = (100, 200, 300)  # Exercise A.4's solution: a 100x200 by 200x300 pro
 def time_matmul(shape: tuple[int, int, int], device: torch.device,
                 min_run_time: float = 0.2) -> float:
     """Median seconds of one float32 (m x k) @ (k x n) product on ``device``, shape (m, k, n)."""
+    from torch.utils import benchmark  # here: its import is slow, and noisy on some torch
+
     m, k, n = shape
     generator = torch.Generator().manual_seed(m)
     a = torch.rand(m, k, generator=generator).to(device)
