@@ -506,3 +506,24 @@ def test_a08_sigterm_stops_at_once_keeps_the_snapshot_and_resumes(tmp_path):
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert (f"[CPU0] Resuming from epoch {completed} (" in rerun.stdout)
     assert loss_epochs(rerun.stdout) == [completed + 1] * 100 + [completed + 2] * 100
+
+
+@pytest.mark.stress
+@needs_sigint
+def test_ctrl_c_stops_a08_spawn_with_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches the parent and every worker of --spawn: one line, not three."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--spawn", "2", "--epochs", "100000",
+         "--log-every", "1000"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=clean_env(), start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for line in process.stdout:
+        if "Epoch:" in line:
+            break
+    os.killpg(process.pid, signal.SIGINT)  # the whole process group, as a terminal does
+    start = time.monotonic()
+    _, stderr = process.communicate(timeout=60)
+    assert time.monotonic() - start < 15
+    assert process.returncode == 130
+    assert stderr.strip().splitlines() == [
+        "Interrupted (Ctrl-C): stopped before the end; files already written are whole."]

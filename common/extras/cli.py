@@ -75,6 +75,15 @@ def heading(title: str) -> None:
     print(f"\n=== {title} ===")
 
 
+SPAWNED = "A08_SPAWN_STORE"  # set in the workers of a08 --spawn: the path of their file store
+
+
+def _speaks_for_all() -> bool:
+    """Whether this process reports an interruption that every process has: the first of
+    them under torchrun, or the parent of a08 --spawn (not its workers)."""
+    return os.environ.get("RANK", "0") == "0" and SPAWNED not in os.environ
+
+
 class Stopped(BaseException):
     """SIGTERM arrived: what SLURM, Kubernetes and torchrun send before they stop a job."""
 
@@ -115,14 +124,15 @@ def run(main: Callable[[], None]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
     except KeyboardInterrupt:
-        print("\nInterrupted (Ctrl-C): stopped before the end; files already written are whole.",
-              file=sys.stderr)
+        if _speaks_for_all():
+            print("\nInterrupted (Ctrl-C): stopped before the end; files already written are "
+                  "whole.", file=sys.stderr)
         sys.exit(130)
     except (Stopped, Exception) as err:
         from common.extras.distributed import explain_distributed_error  # imports cli
 
         if _sigterm:  # also an error from a peer that stopped first: the signal explains it
-            if os.environ.get("RANK", "0") == "0":
+            if _speaks_for_all():
                 print("\nStopped (SIGTERM, e.g. a preempted job): files already written are "
                       "whole; with --snapshot, the same command resumes from the last epoch.",
                       file=sys.stderr)

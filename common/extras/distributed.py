@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from common import ToyDataset, compute_accuracy
-from common.extras.cli import UserError, positive_float, positive_int, run
+from common.extras.cli import SPAWNED, UserError, positive_float, positive_int, run
 from common.extras.devices import add_device_flag
 
 
@@ -278,9 +278,6 @@ def count_correct_globally(model: torch.nn.Module, dataset: Dataset,
     counts = torch.tensor([correct, total], dtype=torch.int64, device=device)
     dist.all_reduce(counts, op=dist.ReduceOp.SUM)
     return int(counts[0]), int(counts[1])
-
-
-SPAWNED = "A08_SPAWN_STORE"  # set in the workers of --spawn: the path of their file store
 
 
 def spawn(main: Callable[[], None], nprocs: int) -> None:
