@@ -102,7 +102,7 @@ def train_tutorial_model(args: argparse.Namespace) -> tuple:
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
     progress = extras.Progress(args, model, optimizer, train_loader)  # EXTRA: resume, time
     losses = train(model, train_loader, optimizer, args.epochs, device, progress)
-    return model.module, train_loader, test_loader, losses, device  # EXTRA: DDP freed early
+    return model, train_loader, test_loader, losses, device
 
 
 def main() -> None:
@@ -127,6 +127,7 @@ def main() -> None:
 
     if args.plot is not None:  # EXTRA: --plot
         extras.plot_training(losses, model, args.plot)
+    del model  # EXTRA: free DDP and the parameters its hooks hold first (else: aborts at exit)
     dist.destroy_process_group()  # NEW: leave the process group
 
 

@@ -43,6 +43,7 @@ def plot_training(losses: list[float], model: torch.nn.Module,
     import matplotlib.pyplot as plt
 
     X, y = toy_data()[:2]
+    model = getattr(model, "module", model)  # under DDP: the model itself, no collectives
 
     fig, (ax_loss, ax_data) = plt.subplots(1, 2, figsize=(10, 4))
     ax_loss.plot(range(1, len(losses) + 1), losses, marker="o")
