@@ -6,6 +6,7 @@ Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchr
 """
 
 import argparse
+import gc
 import os
 import platform
 
@@ -29,13 +30,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def ddp_setup(rank: int, world_size: int, args: argparse.Namespace) -> None:
-    """NEW: join the process group, so that the processes can talk to each other."""
+def ddp_setup(rank: int, world_size: int, args: argparse.Namespace) -> None:  # NEW: the group
     if platform.system() == "Windows":
         os.environ["USE_LIBUV"] = "0"  # NEW: torch for Windows is built without libuv
     if args.device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
         torch.cuda.set_device(args.device)  # NEW: this process's GPU
-    # NEW: NCCL between GPUs (Windows has none). EXTRA: gloo on CPUs too, where the text fails
+    # NEW: NCCL between GPUs (Windows has none), gloo on CPUs (where the text asks for NCCL too)
     backend = "nccl" if args.device.type == "cuda" and dist.is_nccl_available() else "gloo"
     dist.init_process_group(backend=backend, rank=rank, world_size=world_size,
                             timeout=args.timeout,  # EXTRA: a lost peer ends the run, no hang
@@ -96,7 +96,7 @@ def train_tutorial_model(args: argparse.Namespace) -> tuple:
     train_loader, test_loader = prepare_dataset(args)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    device = args.device  # NEW: this process's GPU (EXTRA: or the CPU; see --device)
+    device = args.device  # NEW: this process's GPU, or its CPU (see --device)
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
@@ -109,8 +109,9 @@ def main() -> None:
     args = parse_args()
     if args.spawn:  # EXTRA: --spawn N: N processes without torchrun, each running main()
         return extras.spawn(main, args.spawn)
-    # NEW: rank and process count from torchrun (EXTRA: RANK, not the text's LOCAL_RANK)
-    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    # NEW: this process's rank, and how many there are, from torchrun (or --spawn)
+    rank = int(os.environ.get("RANK", 0))  # EXTRA: the global RANK, not the text's LOCAL_RANK
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
     if rank == 0:  # NEW: print once, not once per process
         extras.heading("9.3 Training with multiple GPUs")
         print("PyTorch version:", torch.__version__)
@@ -119,15 +120,15 @@ def main() -> None:
     ddp_setup(rank, world_size, args)
     extras.describe_run(args.device)  # EXTRA: processes, device and backend, on rank 0
     model, train_loader, test_loader, losses, device = train_tutorial_model(args)
-    print(f"{extras.process_name(device)} Training accuracy",
-          compute_accuracy(model, train_loader, device=device))
-    print(f"{extras.process_name(device)} Test accuracy",
-          compute_accuracy(model, test_loader, device=device))
+    name = extras.process_name(device)  # NEW: [GPU0], [GPU1], ... (on CPUs: [CPU0], ...)
+    print(f"{name} Training accuracy", compute_accuracy(model, train_loader, device=device))
+    print(f"{name} Test accuracy", compute_accuracy(model, test_loader, device=device))
     extras.report_global_accuracy(model, train_loader, test_loader, device)  # EXTRA: all in one
 
     if args.plot is not None:  # EXTRA: --plot
         extras.plot_training(losses, model, args.plot)
     del model  # EXTRA: free DDP and the parameters its hooks hold first (else: aborts at exit)
+    gc.collect()  # EXTRA: and whatever still refers to them (else: may hang at exit)
     dist.destroy_process_group()  # NEW: leave the process group
 
 
