@@ -16,12 +16,17 @@ from collections.abc import Callable
 from typing import Any
 
 
+def _first_process() -> bool:
+    """Global rank 0, or a plain process (no torchrun, no --spawn worker rank)."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 class _Parser(argparse.ArgumentParser):
     """Under torchrun every process parses the flags: only global rank 0 prints --help and
     usage errors, so a mistyped flag gives one message rather than one per process."""
 
     def _print_message(self, message: str, file: Any = None) -> None:
-        if os.environ.get("RANK", "0") == "0":
+        if _first_process():
             super()._print_message(message, file)
 
 
@@ -81,7 +86,7 @@ SPAWNED = "A08_SPAWN_STORE"  # set in the workers of a08 --spawn: the path of th
 def _speaks_for_all() -> bool:
     """Whether this process reports an interruption that every process has: the first of
     them under torchrun, or the parent of a08 --spawn (not its workers)."""
-    return os.environ.get("RANK", "0") == "0" and SPAWNED not in os.environ
+    return _first_process() and SPAWNED not in os.environ
 
 
 class Stopped(BaseException):
@@ -117,7 +122,7 @@ def run(main: Callable[[], None]) -> None:
     try:
         main()
     except UserError as err:
-        if os.environ.get("RANK", "0") == "0":  # under torchrun every process has the error
+        if _first_process():  # under torchrun every process has the error
             print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
