@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import os
 import platform
@@ -77,6 +78,22 @@ def section(out: str, title: str) -> str:
 
 
 LITTER_AT_START = repo_litter()
+
+
+def pytest_configure(config) -> None:
+    global REAL_STDERR
+    REAL_STDERR = os.dup(2)  # taken while pytest is not capturing: the terminal, or CI's log
+
+
+@pytest.fixture(autouse=True)
+def no_test_hangs(request):
+    """A test still running after its limit ends the whole run at once, with the stack of every
+    thread on the real stderr: a hang (one was seen in 1 of 6 in-process a08 runs) costs minutes
+    and says where, instead of running until CI gives up."""
+    limit = 1800 if request.node.get_closest_marker("stress") else 300
+    faulthandler.dump_traceback_later(limit, exit=True, file=REAL_STDERR)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="module")

@@ -209,6 +209,31 @@ def test_a08_unusable_snapshot_is_one_line(tmp_path, capsys):
         f"error: {snapshot}: not a PyTorch checkpoint; give a file saved with torch.save"]
 
 
+def test_a08_error_frees_the_ddp_model_before_leaving_the_group(tmp_path, capsys, monkeypatch):
+    """The error's traceback holds a08's DDP model; freed after its process group, it hung the
+    test run (1 in 6). run() must let it go before destroy_process_group()."""
+    import gc
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    alive_at_destroy = []
+    destroy = dist.destroy_process_group
+
+    def checking_destroy(*args, **kwargs):
+        alive_at_destroy.append(sum(type(o) is DistributedDataParallel
+                                    for o in gc.get_objects()))
+        return destroy(*args, **kwargs)
+
+    monkeypatch.setattr(dist, "destroy_process_group", checking_destroy)
+    snapshot = tmp_path / "snap.pt"
+    snapshot.write_text("not a snapshot")
+    code, _, _ = run_main("a08_ddp_torchrun.py", ["--snapshot", str(snapshot)], capsys)
+    assert code == 1
+    assert alive_at_destroy == [0]
+    assert not dist.is_initialized()
+
+
 @needs_sigint
 def test_ctrl_c_stops_a08_promptly_without_traceback(tmp_path):
     process = subprocess.Popen(
