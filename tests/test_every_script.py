@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import LITTER_AT_START, ROOT, repo_litter, run_concurrently, run_main, run_script
+from conftest import LITTER_AT_START, repo_litter, run_main, run_script
 
 SCRIPTS = {
     "a01_tensors.py": "1.3",
@@ -17,12 +17,6 @@ SCRIPTS = {
     "a07_gpu_single.py": "Sections 9.1 and 9.2",
     "a08_ddp_torchrun.py": "Section 9.3",
 }
-
-
-@pytest.fixture(scope="module")
-def second_runs(tmp_path_factory):
-    return run_concurrently({s: [sys.executable, str(ROOT / s)] for s in SCRIPTS},
-                            cwd_of=lambda s: tmp_path_factory.mktemp(s[:3]))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -51,12 +45,15 @@ def without_timings(out: str) -> str:
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_runs_twice_with_identical_output(script, default_run, second_runs):
+def test_runs_twice_with_identical_output(script, default_run, capsys, monkeypatch):
+    """The second run goes where the first left its files (a06 finds model.pth there), and
+    runs main() in this process: the command line's code path without a new interpreter."""
     first = default_run(script)
     assert first.returncode == 0, first.stderr
-    second = second_runs[script]
-    assert second.returncode == 0, second.stderr
-    assert without_timings(second.stdout) == without_timings(first.stdout)
+    monkeypatch.chdir(first.cwd)
+    code, out, err = run_main(script, [], capsys)
+    assert code == 0, err
+    assert without_timings(out) == without_timings(first.stdout)
     assert re.search(r"=== \d", first.stdout), "no numbered section heading"
 
 
