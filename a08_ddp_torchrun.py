@@ -6,7 +6,6 @@ Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchr
 """
 
 import argparse
-import gc
 import os
 import platform
 
@@ -128,7 +127,7 @@ def main() -> None:
     if args.plot is not None:  # EXTRA: --plot
         extras.plot_training(losses, model, args.plot)
     del model  # EXTRA: free DDP and the parameters its hooks hold first (else: aborts at exit)
-    gc.collect()  # EXTRA: and whatever still refers to them (else: may hang at exit)
+    extras.settle_before_leaving()  # EXTRA: collect them, let gloo's threads finish (else: hangs)
     dist.destroy_process_group()  # NEW: leave the process group
 
 

@@ -44,6 +44,7 @@ from common.extras.distributed import (
     fast_batch_loader,
     process_name,
     report_global_accuracy,
+    settle_before_leaving,
     spawn,
     store_for_this_attempt,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "process_name",
     "report_global_accuracy",
     "run",
+    "settle_before_leaving",
     "spawn",
     "store_for_this_attempt",
 ]

@@ -8,7 +8,6 @@ never a traceback from deep inside torch.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import signal
 import sys
@@ -162,13 +161,15 @@ def _leave_process_group() -> None:
     and a model freed after its process group may hang (it did, in 1 of 6 in-process runs)."""
     import torch.distributed as dist
 
+    from common.extras.distributed import settle_before_leaving  # imports cli
+
     if not (dist.is_available() and dist.is_initialized()):
         return
     error = sys.exc_info()[1]
     while error is not None:  # the SystemExit in flight, and the error it replaced
         traceback.clear_frames(error.__traceback__)
         error = error.__context__
-    gc.collect()
+    settle_before_leaving()
     dist.destroy_process_group()
 
 
