@@ -6,6 +6,7 @@ Run: python a05_training_loop.py [--plot PATH]
 """
 
 import argparse
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -46,14 +47,23 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
     return losses
 
 
-def train_tutorial_model(args: argparse.Namespace) -> tuple:
-    """Section 7's setup and loop; returns what main() goes on with."""
+class Trained(NamedTuple):  # EXTRA: what training leaves for the rest of the script, by name
+    model: torch.nn.Module
+    train_loader: DataLoader
+    test_loader: DataLoader
+    losses: list[float]  # one a batch, for --plot
+    device: torch.device = torch.device("cpu")  # where it trained (sections 9.2, 9.3)
+    seconds: float | None = None  # the training time over all processes (section 9.3)
+
+
+def train_tutorial_model(args: argparse.Namespace) -> Trained:
+    """Section 7's setup and loop."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     losses = train(model, train_loader, optimizer, args.epochs)
-    return model, train_loader, test_loader, losses
+    return Trained(model, train_loader, test_loader, losses)
 
 
 def show_predictions(model: torch.nn.Module) -> None:
@@ -76,17 +86,18 @@ def show_predictions(model: torch.nn.Module) -> None:
 def main() -> None:
     args = parse_args()
     extras.heading("7 A typical training loop")
-    model, train_loader, test_loader, losses = train_tutorial_model(args)
+    trained = train_tutorial_model(args)
+    model = trained.model
 
     extras.heading("7 Predictions on the training set")
     show_predictions(model)
 
     extras.heading("7 compute_accuracy")
-    print("Training accuracy:", compute_accuracy(model, train_loader))
-    print("Test accuracy:", compute_accuracy(model, test_loader))
+    print("Training accuracy:", compute_accuracy(model, trained.train_loader))
+    print("Test accuracy:", compute_accuracy(model, trained.test_loader))
 
     if args.plot is not None:  # EXTRA: --plot
-        extras.plot_training(losses, model, args.plot)
+        extras.plot_training(trained.losses, model, args.plot)
 
 
 if __name__ == "__main__":

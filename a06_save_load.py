@@ -25,7 +25,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--load", metavar="PATH", default=None,
                         help="restore this checkpoint instead of training "
                              "(default: train, then save to --path)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
+    return args
 
 
 def predict(model: torch.nn.Module) -> torch.Tensor:
@@ -61,7 +63,7 @@ def load(path: str) -> torch.nn.Module:
 
 def save_then_restore(args: argparse.Namespace) -> None:
     extras.heading("7 (recap) Training the model")
-    model = train_tutorial_model(args)[0]
+    model = train_tutorial_model(args).model
 
     extras.heading("8 Saving and loading models")
     save(model, args.path)

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from a05_training_loop import Trained
 from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
 
 
@@ -22,7 +23,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     extras.add_benchmark_flags(parser)  # EXTRA: --benchmark, --sizes (Exercise A.4)
     args = parser.parse_args(argv)
     extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
-    args.device = extras.device_from_flag(parser, args.device)  # EXTRA: None means auto
     return args
 
 
@@ -30,8 +30,11 @@ def section_9_1_tensors_on_device(device: torch.device | None) -> None:
     tensor_1 = torch.tensor([1.0, 2.0, 3.0])
     tensor_2 = torch.tensor([4.0, 5.0, 6.0])
     print("On the CPU:", tensor_1 + tensor_2)
-    device = extras.demo_device(device)  # EXTRA: --device, else any GPU; None: explained
-    if device is not None:
+    device = extras.device_to_show(device)  # EXTRA: --device, else any accelerator, else CPU
+    if device.type == "cpu":  # EXTRA: what the lines below would print on a GPU
+        extras.explain_cpu_only(device)
+    else:
+        print(f"Training device: {device}")
         tensor_1, tensor_2 = tensor_1.to(device), tensor_2.to(device)
         print(f"On {device.type}:", tensor_1 + tensor_2)
         try:
@@ -65,8 +68,8 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
     return losses
 
 
-def train_tutorial_model(args: argparse.Namespace) -> tuple:
-    """Section 7's setup and loop; returns what main() goes on with."""
+def train_tutorial_model(args: argparse.Namespace) -> Trained:
+    """Section 7's setup and loop."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
@@ -77,7 +80,7 @@ def train_tutorial_model(args: argparse.Namespace) -> tuple:
     model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     losses = train(model, train_loader, optimizer, args.epochs, device)
-    return model, train_loader, test_loader, losses, device
+    return Trained(model, train_loader, test_loader, losses, device)
 
 
 def main() -> None:
@@ -88,14 +91,15 @@ def main() -> None:
         extras.exercise_a4(args.sizes)
 
     extras.heading("9.2 Single-GPU training")
-    model, train_loader, test_loader, losses, device = train_tutorial_model(args)
+    trained = train_tutorial_model(args)
+    model, device = trained.model, trained.device
 
     extras.heading("9.2 compute_accuracy")
-    print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
-    print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
+    print("Training accuracy:", compute_accuracy(model, trained.train_loader, device=device))
+    print("Test accuracy:", compute_accuracy(model, trained.test_loader, device=device))
 
     if args.plot is not None:  # EXTRA: --plot
-        extras.plot_training(losses, model, args.plot)
+        extras.plot_training(trained.losses, model, args.plot)
 
 
 if __name__ == "__main__":

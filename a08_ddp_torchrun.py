@@ -8,42 +8,61 @@ Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchr
 import argparse
 import os
 import platform
+from datetime import timedelta
 
 import torch
-import torch.distributed as dist  # NEW: process groups and collectives
 import torch.nn.functional as F
+from torch.distributed import destroy_process_group, init_process_group  # NEW: process groups
 from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model wrapper
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler  # NEW: a slice per process
 
+from a05_training_loop import Trained
 from common import NeuralNetwork, ToyDataset, compute_accuracy, extras, toy_data
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None
+               ) -> tuple[argparse.Namespace, extras.Launch, torch.device]:
     parser = extras.make_parser(__doc__)
     extras.add_training_flags(parser)
     extras.add_plot_flag(parser)  # EXTRA: --plot PATH
     extras.add_ddp_flags(parser)  # EXTRA: --device, --snapshot, --fast-batches, ...
     args = parser.parse_args(argv)
-    extras.check_ddp_flags(parser, args)  # EXTRA: clear errors before any process group exists
-    return args
+    # EXTRA: torchrun's variables and the flags, checked before any process group exists
+    launch = extras.check_ddp_flags(parser, args)
+    device = extras.device_for_process(parser, args.device, launch)  # EXTRA: a GPU, or the CPU
+    return args, launch, device
 
 
-def ddp_setup(rank: int, world_size: int, args: argparse.Namespace) -> None:  # NEW: the group
+def ddp_setup(rank: int, world_size: int, device: torch.device,
+              launch: extras.Launch, timeout: timedelta) -> None:  # EXTRA: the last three
+    # NEW: where the processes meet, unless torchrun has set it already
+    if "MASTER_ADDR" not in os.environ:
+        os.environ["MASTER_ADDR"] = "localhost"
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = "12345"
     if platform.system() == "Windows":
         os.environ["USE_LIBUV"] = "0"  # NEW: torch for Windows is built without libuv
-    if args.device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
-        torch.cuda.set_device(args.device)  # NEW: this process's GPU
-    # NEW: NCCL between GPUs (Windows has none), gloo on CPUs (where the text asks for NCCL too)
-    backend = "nccl" if args.device.type == "cuda" and dist.is_nccl_available() else "gloo"
-    dist.init_process_group(backend=backend, rank=rank, world_size=world_size,
-                            timeout=args.timeout,  # EXTRA: a lost peer ends the run, no hang
-                            store=extras.store_for_this_attempt(args.timeout))  # EXTRA: restarts
+    # NEW: NCCL between GPUs (not on Windows), else gloo
+    # EXTRA: gloo on CPUs too, where the text asks for NCCL
+    backend = "nccl" if device.type == "cuda" and platform.system() != "Windows" else "gloo"
+    init_process_group(backend=backend, rank=rank, world_size=world_size,
+                       timeout=timeout,  # EXTRA: a lost peer ends the run, no hang
+                       store=extras.store_for_this_attempt(launch, timeout))  # EXTRA: restarts
+    if device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
+        torch.cuda.set_device(device)  # NEW: this process's GPU
 
 
-def prepare_dataset(args: argparse.Namespace) -> tuple[DataLoader, DataLoader]:
+def prepare_dataset(args: argparse.Namespace,
+                    world_size: int) -> tuple[DataLoader, DataLoader]:  # EXTRA: world_size
     X_train, y_train, X_test, y_test = toy_data()
-    X_train, y_train = extras.enough_examples(X_train, y_train, args)  # EXTRA: N > 2 needs more
+    # NEW: the text's remedy for 5 or more GPUs, where 5 examples leave one without a batch:
+    # factor = 4
+    # X_train = torch.cat([X_train + torch.normal(0, 0.1, X_train.shape) for _ in range(factor)])
+    # y_train = y_train.repeat(factor)
+    # EXTRA: instead, as many noisy copies as the processes need, added only where they do
+    X_train, y_train = extras.enlarge_for_processes(X_train, y_train, args.num_samples,
+                                                    world_size, args.batch_size, args.seed)
     train_ds = ToyDataset(X_train, y_train)
     test_ds = ToyDataset(X_test, y_test)
 
@@ -63,10 +82,10 @@ def prepare_dataset(args: argparse.Namespace) -> tuple[DataLoader, DataLoader]:
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
-          optimizer: torch.optim.Optimizer, num_epochs: int,
-          device: torch.device, progress: extras.Progress) -> list[float]:  # EXTRA: progress
+          optimizer: torch.optim.Optimizer, num_epochs: int, device: torch.device,
+          snapshot: extras.Snapshot, log_every: int) -> list[float]:  # EXTRA: the last two
     losses = []  # EXTRA: kept for --plot
-    for epoch in range(progress.first_epoch, num_epochs):  # EXTRA: first_epoch > 0 on resume
+    for epoch in range(snapshot.first_epoch, num_epochs):  # EXTRA: first_epoch > 0 on resume
         train_loader.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
@@ -80,56 +99,60 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             losses.append(loss.item())
 
             # LOGGING
-            if progress.logs(batch_idx):  # EXTRA: --log-every
+            if batch_idx % log_every == 0:  # EXTRA: --log-every
                 print(f"{extras.process_name(device)} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
                       f" | Batchsize {labels.shape[0]:03d}"
                       f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         # Optional model evaluation would go here
-        progress.epoch_done(epoch)  # EXTRA: --snapshot
+        snapshot.save(epochs_completed=epoch + 1)  # EXTRA: --snapshot
     return losses
 
 
-def train_tutorial_model(args: argparse.Namespace) -> tuple:
-    """Section 7's setup and loop; returns what main() goes on with."""
-    train_loader, test_loader = prepare_dataset(args)
+def train_tutorial_model(args: argparse.Namespace, device: torch.device,
+                         world_size: int) -> Trained:  # EXTRA: device, world_size
+    """Section 7's setup and loop."""
+    train_loader, test_loader = prepare_dataset(args, world_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    device = args.device  # NEW: this process's GPU, or its CPU (see --device)
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
-    progress = extras.Progress(args, model, optimizer, train_loader)  # EXTRA: resume, time
-    losses = train(model, train_loader, optimizer, args.epochs, device, progress)
-    return model, train_loader, test_loader, losses, device
+    snapshot = extras.Snapshot(args.snapshot, model, optimizer)  # EXTRA: resume from it
+    clock = extras.TrainingClock()  # EXTRA: the training time of all processes
+    losses = train(model, train_loader, optimizer, args.epochs, device, snapshot,
+                   args.log_every)
+    return Trained(model, train_loader, test_loader, losses, device, clock.stop())
 
 
 def main() -> None:
-    args = parse_args()
-    if args.spawn:  # EXTRA: --spawn N: N processes without torchrun, each running main()
-        return extras.spawn(main, args.spawn)
-    # NEW: this process's rank, and how many there are, from torchrun (or --spawn)
-    rank = int(os.environ.get("RANK", 0))  # EXTRA: the global RANK, not the text's LOCAL_RANK
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    args, launch, device = parse_args()
+    if launch.spawn:  # EXTRA: --spawn N: N processes without torchrun, each running main()
+        return extras.spawn(main, launch.spawn)
+    # NEW: this process's rank and the number of processes, which torchrun sets
+    rank, world_size = launch.rank, launch.world_size  # EXTRA: the global RANK, not LOCAL_RANK
     if rank == 0:  # NEW: print once, not once per process
         extras.heading("9.3 Training with multiple GPUs")
         print("PyTorch version:", torch.__version__)
         print("CUDA available:", torch.cuda.is_available())
         print("Number of GPUs available:", torch.cuda.device_count())
-    ddp_setup(rank, world_size, args)
-    extras.describe_run(args.device)  # EXTRA: processes, device and backend, on rank 0
-    model, train_loader, test_loader, losses, device = train_tutorial_model(args)
+    ddp_setup(rank, world_size, device, launch, args.timeout)
+    extras.describe_run(device)  # EXTRA: processes, device and backend, on rank 0
+    trained = train_tutorial_model(args, device, world_size)
+    model = trained.model
     name = extras.process_name(device)  # NEW: [GPU0], [GPU1], ... (on CPUs: [CPU0], ...)
-    print(f"{name} Training accuracy", compute_accuracy(model, train_loader, device=device))
-    print(f"{name} Test accuracy", compute_accuracy(model, test_loader, device=device))
-    extras.report_global_accuracy(model, train_loader, test_loader, device)  # EXTRA: all in one
+    print(f"{name} Training accuracy", compute_accuracy(model, trained.train_loader, device=device))
+    print(f"{name} Test accuracy", compute_accuracy(model, trained.test_loader, device=device))
+    # EXTRA: rank 0's time and global accuracy, after every process's own lines
+    extras.report_summary(trained.seconds, len(trained.losses), args.batch_size, model,
+                          trained.train_loader, trained.test_loader, device)
 
     if args.plot is not None:  # EXTRA: --plot
-        extras.plot_training(losses, model, args.plot)
-    del model  # EXTRA: free DDP and the parameters its hooks hold first (else: aborts at exit)
-    extras.settle_before_leaving()  # EXTRA: collect them, let gloo's threads finish (else: hangs)
-    dist.destroy_process_group()  # NEW: leave the process group
+        extras.plot_training(trained.losses, model, args.plot)
+    del model, trained  # EXTRA: free DDP and the parameters its hooks hold first (else: aborts)
+    extras.free_model_and_wait_for_gloo()  # EXTRA: collect them, let gloo finish (else: hangs)
+    destroy_process_group()  # NEW: leave the process group
 
 
 if __name__ == "__main__":
-    extras.run(main)
+    extras.run(main, extras.DDP_ENDING)  # EXTRA: a08's errors, signals and teardown

@@ -17,7 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # lets tests import the scripts and common/, as the scripts do
 
-from common.extras import run, walkthrough  # noqa: E402
+from common.extras import DDP_ENDING, run, walkthrough  # noqa: E402
+from common.extras.launcher import torchrun_command as launcher_torchrun_command  # noqa: E402
 
 ON_WINDOWS = platform.system() == "Windows"
 TORCH_LOG = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d")  # a line of torch's own (glog) log
@@ -88,8 +89,8 @@ def pytest_configure(config) -> None:
 @pytest.fixture(autouse=True)
 def no_test_hangs(request):
     """A test still running after its limit ends the whole run at once, with the stack of every
-    thread on the real stderr: a hang (one was seen in 1 of 6 in-process a08 runs) costs minutes
-    and says where, instead of running until CI gives up."""
+    thread on the real stderr: a hang costs minutes and says where, instead of running until CI
+    gives up."""
     limit = 1800 if request.node.get_closest_marker("stress") else 300
     faulthandler.dump_traceback_later(limit, exit=True, file=REAL_STDERR)
     yield
@@ -140,9 +141,10 @@ def default_run(tmp_path_factory):
 def torchrun_command(nproc: int, *args: str, port: int | None = None,
                      launcher_args: tuple[str, ...] = ()) -> list[str]:
     """`torchrun --nproc_per_node=N a08_ddp_torchrun.py args...` on a free port."""
-    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-            *(launcher_args or ("--master_addr=127.0.0.1", f"--master_port={port or free_port()}")),
-            str(ROOT / "a08_ddp_torchrun.py"), *args]
+    return launcher_torchrun_command(
+        nproc, str(ROOT / "a08_ddp_torchrun.py"), *args,
+        launcher_args=launcher_args or ("--master_addr=127.0.0.1",
+                                        f"--master_port={port or free_port()}"))
 
 
 def torchrun(nproc: int, *args: str, cwd: Path, timeout: float = 180,
@@ -174,7 +176,8 @@ def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
     old_argv = sys.argv
     sys.argv = [script, *argv]
     try:
-        run(module.main)  # as `if __name__ == "__main__": run(main)` does
+        # as `if __name__ == "__main__": extras.run(main, ...)` does
+        run(module.main, *([DDP_ENDING] if script.startswith("a08") else []))
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)

@@ -6,13 +6,13 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 from common import ToyDataset
-from common.extras.distributed import (
+from common.extras.data import (
     BatchGatheringDataset,
     DistributedBatchSampler,
     fast_batch_loader,
-    gpu_shortage,
     index_dtype,
 )
+from common.extras.devices import gpu_shortage
 
 
 @pytest.mark.parametrize("num_samples, replicas, batch", [

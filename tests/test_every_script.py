@@ -70,8 +70,8 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     marker = tmp_path / "NEVER_RAN"
     (tmp_path / "never.py").write_text(f"open({str(marker)!r}, 'w')\n")
     monkeypatch.setattr(walkthrough, "ROOT", tmp_path)
-    monkeypatch.setattr(walkthrough, "STEPS", [("first.py", [], []), ("broken.py", [], []),
-                                               ("never.py", [], [])])
+    monkeypatch.setattr(walkthrough, "STEPS", [("first.py", None, []), ("broken.py", None, []),
+                                               ("never.py", None, [])])
     monkeypatch.setattr(sys, "argv", ["walkthrough"])
     assert walkthrough.main() == 1
     err = capsys.readouterr().err
@@ -87,7 +87,7 @@ def test_walkthrough_on_windows_runs_a08_with_spawn(monkeypatch):
     from common.extras import walkthrough
     monkeypatch.setattr(platform, "system", lambda: "Windows")
     try:
-        assert importlib.reload(walkthrough).STEPS[-1] == ("a08_ddp_torchrun.py", [],
+        assert importlib.reload(walkthrough).STEPS[-1] == ("a08_ddp_torchrun.py", None,
                                                            ["--spawn", "2"])
     finally:
         monkeypatch.undo()

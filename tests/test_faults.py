@@ -66,7 +66,8 @@ def test_bad_flag_from_the_command_line_has_no_traceback(workdir):
 def test_a08_num_samples_smaller_than_world_size(workdir):
     """Checked before any process group starts, from torchrun's variables alone."""
     env = clean_env() | {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "4",
-                         "LOCAL_WORLD_SIZE": "4"}
+                         "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(free_port())}
     result = run_script("a08_ddp_torchrun.py", "--num-samples", "3", cwd=workdir, env=env)
     assert result.returncode == 2
     assert ("argument --num-samples: 3 examples leave some of the 4 processes without a full "
@@ -385,14 +386,14 @@ def test_a08_port_in_use_is_one_line(tmp_path):
 
 def test_a08_windows_gloo_device_error_is_one_line(monkeypatch, capsys):
     """Simulated: init_process_group fails as some torch builds' gloo does on Windows."""
-    import torch.distributed as dist
+    import a08_ddp_torchrun
 
     def no_device(*args, **kwargs):
         raise RuntimeError("[enforce fail at ..\\third_party\\gloo\\gloo\\transport\\uv\\"
                            "device.cc:153] rp != nullptr. makeDeviceForHostname(): "
                            "unsupported gloo device")
 
-    monkeypatch.setattr(dist, "init_process_group", no_device)
+    monkeypatch.setattr(a08_ddp_torchrun, "init_process_group", no_device)
     code, _, err = run_main("a08_ddp_torchrun.py", [], capsys)
     assert code == 1
     assert err.splitlines() == [
@@ -417,7 +418,8 @@ def test_every_tcpstore_a08_makes_honours_use_libuv(monkeypatch):
 
     import torch.distributed as dist
 
-    from common.extras import distributed
+    from common.extras import rendezvous
+    from common.extras.launcher import read_launch
     made = []
 
     class FakeStore:
@@ -434,7 +436,7 @@ def test_every_tcpstore_a08_makes_honours_use_libuv(monkeypatch):
     for use_libuv, agent_store in [("0", "True"), ("0", "False"), ("1", "True")]:
         monkeypatch.setenv("USE_LIBUV", use_libuv)
         monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", agent_store)
-        distributed.store_for_this_attempt(timedelta(seconds=5))
+        rendezvous.store_for_this_attempt(read_launch(), timedelta(seconds=5))
     assert [kwargs["use_libuv"] for kwargs in made] == [False, False, True]
 
 

@@ -1,61 +1,58 @@
 """The companion's machinery: not needed to follow the tutorial.
 
 Everything here is ours, not the text's: flags and their checks, device choice, safe
-checkpoints, a08's distributed helpers and progress (resuming, timing), the plot, the Exercise
-A.4 benchmark and the walkthrough. The scripts mark each use with ``# EXTRA:``. The tutorial's
+checkpoints, a08's distributed helpers, snapshots and reports, the plot, the Exercise A.4
+benchmark and the walkthrough. The scripts mark each use with ``# EXTRA:``. The tutorial's
 own shared code (the toy data, ToyDataset, NeuralNetwork, compute_accuracy) is one level up, in
 ``common/__init__.py``.
 
 The scripts import what they use from here, so each has two lines of imports from ``common``:
-the tutorial's, and ours.
+the tutorial's, and ours. Each module depends only on those above it in this table:
 
 | module | what it holds |
 | --- | --- |
-| cli | the argument parser, range-checked flag types, ``run`` (one-line errors, Ctrl-C) |
-| devices | a07's ``--device``, and what its section 9.1 shows on a CPU-only machine |
+| errors | ``UserError``: a problem the user can fix, said in one line |
+| launcher | torchrun's variables, read and checked; the torchrun command line (no torch) |
+| cli | the argument parser, range-checked flag types, ``run`` (one-line errors, signals) |
+| devices | a07's ``--device`` and its section 9.1 on a CPU-only machine; a08's device per process |
 | checkpoint | atomic saving and one-line errors around a06's torch.save / torch.load |
-| progress | a08's snapshots, ``--log-every`` and training time |
-| distributed | a08's flags, data enlargement, fast batches, global accuracy, restart-safe store |
+| data | the batch-size rule, noisy copies for many processes, ``--fast-batches`` |
+| rendezvous | a08's store, ``--spawn``, start-up errors, leaving the process group |
+| ddp_flags | a08's flags, checked with torchrun's variables before any process group exists |
+| reporting | a08's process names, training time and global accuracy |
+| snapshots | a08's ``--snapshot``: resume, and save after every epoch |
 | matmul_benchmark | Exercise A.4 (a07 ``--benchmark``) |
-| plotting | a05 and a07 ``--plot`` |
+| plotting | a05, a07 and a08 ``--plot`` |
 | walkthrough | ``python -m common.extras.walkthrough``: every script in order |
 """
 
-from common.extras.checkpoint import CheckpointError, atomic_path, explain_checkpoint_errors
-from common.extras.cli import (
-    UserError,
-    add_training_flags,
-    check_batch_fits,
-    heading,
-    make_parser,
-    run,
-)
+from common.extras.checkpoint import atomic_path, explain_checkpoint_errors
+from common.extras.cli import add_training_flags, heading, make_parser, run
+from common.extras.data import check_batch_fits, enlarge_for_processes, fast_batch_loader
+from common.extras.ddp_flags import add_ddp_flags, check_ddp_flags
 from common.extras.devices import (
     add_device_flag,
-    demo_device,
-    detect_accelerator,
-    device_from_flag,
+    device_for_process,
+    device_to_show,
+    explain_cpu_only,
 )
-from common.extras.distributed import (
-    add_ddp_flags,
-    check_ddp_flags,
-    describe_run,
-    enough_examples,
-    fast_batch_loader,
-    process_name,
-    report_global_accuracy,
-    settle_before_leaving,
+from common.extras.launcher import Launch
+from common.extras.matmul_benchmark import add_benchmark_flags, exercise_a4
+from common.extras.plotting import add_plot_flag, plot_training
+from common.extras.rendezvous import (
+    DDP_ENDING,
+    free_model_and_wait_for_gloo,
     spawn,
     store_for_this_attempt,
 )
-from common.extras.matmul_benchmark import add_benchmark_flags, exercise_a4
-from common.extras.plotting import add_plot_flag, plot_training
-from common.extras.progress import Progress
+from common.extras.reporting import TrainingClock, describe_run, process_name, report_summary
+from common.extras.snapshots import Snapshot
 
 __all__ = [
-    "CheckpointError",
-    "Progress",
-    "UserError",
+    "DDP_ENDING",
+    "Launch",
+    "Snapshot",
+    "TrainingClock",
     "add_benchmark_flags",
     "add_ddp_flags",
     "add_device_flag",
@@ -64,21 +61,21 @@ __all__ = [
     "atomic_path",
     "check_batch_fits",
     "check_ddp_flags",
-    "demo_device",
     "describe_run",
-    "detect_accelerator",
-    "device_from_flag",
-    "enough_examples",
+    "device_for_process",
+    "device_to_show",
+    "enlarge_for_processes",
     "exercise_a4",
     "explain_checkpoint_errors",
+    "explain_cpu_only",
     "fast_batch_loader",
+    "free_model_and_wait_for_gloo",
     "heading",
     "make_parser",
     "plot_training",
     "process_name",
-    "report_global_accuracy",
+    "report_summary",
     "run",
-    "settle_before_leaving",
     "spawn",
     "store_for_this_attempt",
 ]

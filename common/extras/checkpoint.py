@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from common.extras.cli import UserError
+from common.extras.errors import UserError
 
 
 class CheckpointError(UserError):

@@ -12,14 +12,12 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-
-def _first_process() -> bool:
-    """Global rank 0, or a plain process (no torchrun, no --spawn worker rank)."""
-    return os.environ.get("RANK", "0") == "0"
+from common.extras.errors import UserError
+from common.extras.launcher import is_first_process
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
     usage errors, so a mistyped flag gives one message rather than one per process."""
 
     def _print_message(self, message: str, file: Any = None) -> None:
-        if _first_process():
+        if is_first_process():
             super()._print_message(message, file)
 
 
@@ -64,6 +62,11 @@ def _in_range(kind: type, text: str, minimum: float, what: str) -> Any:
     return value
 
 
+def positive_int_list(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated whole numbers >= 1, e.g. 64,128,256."""
+    return tuple(positive_int(part) for part in text.split(","))
+
+
 def add_training_flags(parser: argparse.ArgumentParser) -> None:
     """The knobs of section 7's training loop, with the tutorial's values as defaults."""
     parser.add_argument("--epochs", type=positive_int, default=3,
@@ -81,105 +84,135 @@ def heading(title: str) -> None:
     print(f"\n=== {title} ===")
 
 
-SPAWNED = "A08_SPAWN_STORE"  # set in the workers of a08 --spawn: the path of their file store
+def _no_explanation(err: Exception) -> str | None:
+    return None
 
 
-def _speaks_for_all() -> bool:
-    """Whether this process reports an interruption that every process has: the first of
-    them under torchrun, or the parent of a08 --spawn (not its workers)."""
-    return _first_process() and SPAWNED not in os.environ
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What ``run`` does beyond its general rules, for a script that needs more (a08 gives
+    its own): ``explain`` turns errors of the script's own kind into one line (None: not
+    one of them); ``reports_interruptions`` says whether this process prints the Ctrl-C and
+    SIGTERM line that every process would print; ``cleanup`` runs however main() ended;
+    ``stopped_hint`` ends the SIGTERM line."""
+
+    explain: Callable[[Exception], str | None] = _no_explanation
+    reports_interruptions: Callable[[], bool] = is_first_process
+    cleanup: Callable[[], None] = _nothing
+    stopped_hint: str = ""
 
 
 class Stopped(BaseException):
     """SIGTERM arrived: what SLURM, Kubernetes and torchrun send before they stop a job."""
 
 
-_sigterm: list[int] = []  # the signal, once it arrived
+INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
+STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole"
+GRACE_SECONDS = 1.0  # how long a signal may wait for the main thread before the watchdog acts
 
 
-def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    _sigterm.append(signum)
-    raise Stopped
-
-
-class UserError(Exception):
-    """A problem the user can fix (a bad file, a folder that cannot be written): ``run`` prints
-    its message as one line, ``error: ...``, and exits with status 1."""
-
-
-def run(main: Callable[[], None]) -> None:
+def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
     """Call ``main()``. Every print() becomes one whole-line write, so the lines of processes
     that share a terminal never splice (torchrun runs Python unbuffered, where print() writes
-    each piece on its own). A UserError ends the script with one line, Ctrl-C at once with one
-    line instead of a traceback, and a closed pipe (``| head``) quietly. SIGTERM (a preempted
-    job) stops it at once with one line, exit status 143; a process group that fails to start
-    or loses a peer is one line too. Whichever way main() ends, a process group it left open
-    is destroyed."""
+    each piece on its own). A UserError ends the script with one line, a closed pipe
+    (``| head``) quietly. Ctrl-C (exit 130) and SIGTERM (a preempted job, exit 143) end it
+    with one line, within about a second even while torch waits inside C++ code, where Python
+    cannot raise (see ``_SignalWatchdog``)."""
     if hasattr(sys.stdout, "reconfigure"):  # a notebook's stdout may not have it
         sys.stdout.reconfigure(line_buffering=True, write_through=False)
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    if on_main_thread:
-        previous_sigterm = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    said = threading.Lock()  # the interruption's line is said once, by the first to get here
+    watchdog = _SignalWatchdog.start(ending, said)
     try:
         main()
     except UserError as err:
-        if _first_process():  # under torchrun every process has the error
+        if err.every_process or is_first_process():
             print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
     except KeyboardInterrupt:
-        if _speaks_for_all():
-            print("\nInterrupted (Ctrl-C): stopped before the end; files already written are "
-                  "whole.", file=sys.stderr)
+        _say_interrupted(signal.SIGINT, ending, said)
         sys.exit(130)
     except (Stopped, Exception) as err:
-        from common.extras.distributed import explain_distributed_error  # imports cli
-
-        if _sigterm:  # also an error from a peer that stopped first: the signal explains it
-            if _speaks_for_all():
-                print("\nStopped (SIGTERM, e.g. a preempted job): files already written are "
-                      "whole; with --snapshot, the same command resumes from the last epoch.",
-                      file=sys.stderr)
+        if watchdog and watchdog.sigterm_arrived:  # also a peer's error: it stopped first
+            _say_interrupted(signal.SIGTERM, ending, said)
             sys.exit(143)
-        explained = explain_distributed_error(err)
+        explained = ending.explain(err) if isinstance(err, Exception) else None
         if explained is None:
             raise
         print(f"error: {explained}", file=sys.stderr)  # every process: each may differ
         sys.exit(1)
     finally:
-        if on_main_thread:  # as it was: run() may be called from a longer-lived program
-            signal.signal(signal.SIGTERM, previous_sigterm)
-        _leave_process_group()
+        try:
+            ending.cleanup()  # may wait in C++ too: the watchdog still watches
+        finally:
+            if watchdog:
+                watchdog.stop()
 
 
-def _leave_process_group() -> None:
-    """After an error in a08: leave the process group, as its last line does on success.
-
-    As there, the DDP model must go first: the frames of the error's traceback still hold it,
-    and a model freed after its process group may hang (it did, in 1 of 6 in-process runs)."""
-    import torch.distributed as dist
-
-    from common.extras.distributed import settle_before_leaving  # imports cli
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return
-    error = sys.exc_info()[1]
-    while error is not None:  # the SystemExit in flight, and the error it replaced
-        traceback.clear_frames(error.__traceback__)
-        error = error.__context__
-    settle_before_leaving()
-    dist.destroy_process_group()
+def _say_interrupted(signum: int, ending: Ending, said: threading.Lock) -> None:
+    if said.acquire(blocking=False) and ending.reports_interruptions():
+        line = INTERRUPTED if signum == signal.SIGINT else STOPPED + ending.stopped_hint + "."
+        print(f"\n{line}", file=sys.stderr, flush=True)
 
 
-def positive_int_list(text: str) -> tuple[int, ...]:
-    """argparse type: comma-separated whole numbers >= 1, e.g. 64,128,256."""
-    return tuple(positive_int(part) for part in text.split(","))
+class _SignalWatchdog:
+    """Python runs a signal handler only between bytecodes of the main thread; while torch
+    waits inside C++ (for peers to join, in a collective, at exit) Ctrl-C and SIGTERM would
+    wait too, up to --timeout. Python also writes every signal's number to a "wakeup" pipe,
+    at once, from C: this thread reads it, and if the main thread has not ended within
+    GRACE_SECONDS, says the usual line and ends the process itself."""
 
+    def __init__(self, ending: Ending, said: threading.Lock, previous_sigterm: Any) -> None:
+        self.ending = ending
+        self.said = said
+        self.finished = threading.Event()
+        self.previous_sigterm = previous_sigterm
+        self.sigterm_arrived = False
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.write_fd, False)
+        self.previous_wakeup = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+        self.thread = threading.Thread(target=self._watch, name="signal-watchdog", daemon=True)
+        self.thread.start()
 
-def check_batch_fits(parser: argparse.ArgumentParser, batch_size: int, num_examples: int) -> None:
-    """With drop_last, a batch larger than the data set would leave nothing to train on."""
-    if batch_size > num_examples:
-        parser.error(f"argument --batch-size: {batch_size} is larger than the "
-                     f"{num_examples} training examples; use 1 to {num_examples}")
+    @classmethod
+    def start(cls, ending: Ending, said: threading.Lock) -> _SignalWatchdog | None:
+        """Only on the main thread (the only one that may set signal handlers)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        watchdog = cls(ending, said, signal.getsignal(signal.SIGTERM))
+        signal.signal(signal.SIGTERM, watchdog._on_sigterm)
+        return watchdog
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.sigterm_arrived = True
+        raise Stopped
+
+    def _watch(self) -> None:
+        while True:
+            received = os.read(self.read_fd, 1)
+            if not received or received[0] == 0:  # stop() wrote 0: the script is over
+                return
+            signum = received[0]
+            if signum not in (signal.SIGINT, signal.SIGTERM):
+                continue
+            if self.finished.wait(GRACE_SECONDS):  # the main thread ended the usual way
+                return
+            _say_interrupted(signum, self.ending, self.said)
+            sys.stdout.flush()
+            os._exit(130 if signum == signal.SIGINT else 143)
+
+    def stop(self) -> None:
+        """Back as it was: run() may be called from a longer-lived program (the tests)."""
+        signal.set_wakeup_fd(self.previous_wakeup)
+        signal.signal(signal.SIGTERM, self.previous_sigterm)
+        self.finished.set()
+        os.write(self.write_fd, b"\0")
+        self.thread.join()
+        os.close(self.read_fd)
+        os.close(self.write_fd)

@@ -1,17 +1,17 @@
-"""Choosing the device to train on (our addition to section 9: a --device flag that works
-on every machine and says clearly when the asked-for device is not there)."""
+"""Choosing the device to train on (our addition to section 9): a07's --device, which works on
+every machine and says clearly when the asked-for device is not there, what a07's section 9.1
+shows on a CPU-only machine, and a08's one device per process."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import torch
 
+from common.extras.launcher import Launch
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
-
-
-class DeviceError(Exception):
-    """The asked-for device does not exist here; the message says what to do instead."""
 
 
 def detect_accelerator() -> str | None:
@@ -31,50 +31,69 @@ def detect_accelerator() -> str | None:
     return None
 
 
-def resolve_device(name: str = "auto") -> torch.device:
-    """``auto``: the accelerator if there is one (CUDA, then MPS), else the CPU."""
-    if name == "auto":
-        return torch.device(detect_accelerator() or "cpu")
-    if name == "cpu":
-        return torch.device("cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("--device cuda: this machine has no usable CUDA GPU "
-                          f"(torch {torch.__version__}); use --device auto or --device cpu")
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise DeviceError("--device mps: Apple's MPS backend is not available here "
-                          "(it needs an Apple-silicon Mac); use --device auto or --device cpu")
-    if name not in DEVICE_CHOICES:
-        raise DeviceError(f"--device {name}: unknown; choose one of {', '.join(DEVICE_CHOICES)}")
-    return torch.device(name)
+def add_device_flag(parser: argparse.ArgumentParser) -> None:
+    """a07's --device: parsed into a torch.device, or None for ``auto`` (the script then makes
+    the tutorial's own choice); a device this machine lacks is a usage error (exit 2)."""
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default=None, action=_ParseDevice,
+                        help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
 
 
-def add_device_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = DEVICE_CHOICES,
-                    help: str = "where to train; auto: CUDA, then MPS, then CPU") -> None:
-    parser.add_argument("--device", choices=choices, default="auto",
-                        help=f"{help} (default: %(default)s)")
+class _ParseDevice(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, device_from_flag(parser, values))
 
 
 def device_from_flag(parser: argparse.ArgumentParser, name: str) -> torch.device | None:
-    """The device that --device names, or None for ``auto`` (the script's own choice, as the
-    tutorial writes it); a device this machine lacks is a usage error (exit 2)."""
+    """The device that --device names, or None for ``auto``."""
     if name == "auto":
         return None
-    try:
-        return resolve_device(name)
-    except DeviceError as err:
-        parser.error(f"argument {err}")
+    if name == "cuda" and not torch.cuda.is_available():
+        parser.error("argument --device cuda: this machine has no usable CUDA GPU "
+                     f"(torch {torch.__version__}); use --device auto or --device cpu")
+    if name == "mps" and not torch.backends.mps.is_available():
+        parser.error("argument --device mps: Apple's MPS backend is not available here "
+                     "(it needs an Apple-silicon Mac); use --device auto or --device cpu")
+    return torch.device(name)
 
 
-def demo_device(device: torch.device | None) -> torch.device | None:
-    """a07's section 9.1: the device to show tensors on (``--device``, else the accelerator if
-    there is one), or None on the CPU, after saying what the text's GPU lines would print."""
-    device = device or torch.device(detect_accelerator() or "cpu")
-    if device.type != "cpu":
-        print(f"Training device: {device}")
-        return device
-    found = detect_accelerator()
-    print(f"Training device: cpu ({'--device cpu' if found else 'no accelerator found'}).")
+def device_to_show(device: torch.device | None) -> torch.device:
+    """a07's section 9.1: --device, else the accelerator if there is one, else the CPU."""
+    return device or torch.device(detect_accelerator() or "cpu")
+
+
+def explain_cpu_only(device: torch.device) -> None:
+    """What a07's section 9.1 prints where its GPU lines cannot run: what they would show."""
+    reason = "--device cpu" if detect_accelerator() else "no accelerator found"
+    print(f"Training device: {device.type} ({reason}).")
     print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
           "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
           "to be on the same device. Every tensor in one operation must live on one device.")
+
+
+def device_for_process(parser: argparse.ArgumentParser, name: str,
+                       launch: Launch) -> torch.device:
+    """a08: one GPU per process (LOCAL_RANK picks it), or the CPU; ``auto`` falls back to the
+    CPU where this machine has too few GPUs, and says why where it has some."""
+    if name == "cpu":
+        return torch.device("cpu")
+    gpus = torch.cuda.device_count()
+    shortage = gpu_shortage(launch.local_world_size, gpus)
+    if shortage and name == "cuda":
+        parser.error(f"argument --device cuda: {shortage}")
+    if shortage:
+        if gpus and launch.rank == 0 and not launch.spawn:  # once: not also in --spawn's parent
+            print(f"Note: training on the CPU: {shortage}")
+        return torch.device("cpu")
+    return torch.device("cuda", launch.local_rank)
+
+
+def gpu_shortage(local_world_size: int, gpu_count: int) -> str | None:
+    """Why this machine cannot give each process its own GPU, or None if it can."""
+    if gpu_count == 0:
+        return "this machine has no usable CUDA GPU; use --device cpu (or auto)"
+    if local_world_size > gpu_count:
+        return (f"{local_world_size} processes on this machine but only {gpu_count} GPU(s), "
+                f"and NCCL refuses two processes on one GPU; start {gpu_count} "
+                f"(--nproc_per_node={gpu_count} or --spawn {gpu_count}), or use --device cpu")
     return None

@@ -10,6 +10,7 @@ import os
 import torch
 
 from common import toy_data
+from common.extras.reporting import unwrap
 
 
 def add_plot_flag(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +44,7 @@ def plot_training(losses: list[float], model: torch.nn.Module,
     import matplotlib.pyplot as plt
 
     X, y = toy_data()[:2]
-    model = getattr(model, "module", model)  # under DDP: the model itself, no collectives
+    model = unwrap(model)  # under DDP: the model itself, no collectives
 
     fig, (ax_loss, ax_data) = plt.subplots(1, 2, figsize=(10, 4))
     ax_loss.plot(range(1, len(losses) + 1), losses, marker="o")

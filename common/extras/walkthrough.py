@@ -16,19 +16,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common.extras.launcher import torchrun_command
+
 ROOT = Path(__file__).resolve().parent.parent.parent
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 # torch's Windows wheels lack libuv, which torchrun's own store needs: there, a08 starts the same
 # two processes itself (--spawn 2), without torchrun
-A08_LAUNCH = ([], ["--spawn", "2"]) if platform.system() == "Windows" else (TORCHRUN, [])
-STEPS = [  # (script, launcher before it, arguments after it)
-    ("a01_tensors.py", [], []),
-    ("a02_autograd.py", [], []),
-    ("a03_mlp.py", [], []),
-    ("a04_dataloaders.py", [], []),
-    ("a05_training_loop.py", [], []),
-    ("a06_save_load.py", [], []),
-    ("a07_gpu_single.py", [], []),
+A08_LAUNCH = (None, ["--spawn", "2"]) if platform.system() == "Windows" else (2, [])
+STEPS = [  # (script, torchrun's --nproc_per_node or None for plain python, arguments)
+    ("a01_tensors.py", None, []),
+    ("a02_autograd.py", None, []),
+    ("a03_mlp.py", None, []),
+    ("a04_dataloaders.py", None, []),
+    ("a05_training_loop.py", None, []),
+    ("a06_save_load.py", None, []),
+    ("a07_gpu_single.py", None, []),
     ("a08_ddp_torchrun.py", *A08_LAUNCH),
 ]
 
@@ -37,9 +38,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.parse_args()
-    for script, launcher, arguments in STEPS:
-        command = (launcher or [sys.executable]) + [str(ROOT / script), *arguments]
-        shown = " ".join(["torchrun --standalone --nproc_per_node=2" if launcher else "python",
+    for script, nproc, arguments in STEPS:
+        if nproc:
+            command = torchrun_command(nproc, str(ROOT / script), *arguments)
+        else:
+            command = [sys.executable, str(ROOT / script), *arguments]
+        shown = " ".join([f"torchrun --standalone --nproc_per_node={nproc}" if nproc else "python",
                           script, *arguments])
         if arguments:
             print(f"\n(On Windows torchrun cannot start: torch's wheels there lack libuv. "
@@ -50,7 +54,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as workdir:
             try:
                 returncode = subprocess.run(command, cwd=workdir,
-                                            env=env if launcher else None).returncode
+                                            env=env if nproc else None).returncode
             except KeyboardInterrupt:
                 print(f"\nWalkthrough interrupted during {script}.", file=sys.stderr)
                 return 130

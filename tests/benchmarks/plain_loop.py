@@ -14,20 +14,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork
-from common.extras import Progress, run
+from common.extras import Snapshot, TrainingClock, report_summary, run
 
 
 def main() -> None:
-    args = a08.parse_args()
+    args, _, device = a08.parse_args()
     # a group of one, only for the DistributedSampler inside a08's loader and the timer
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        train_loader = a08.prepare_dataset(args)[0]
+        train_loader, test_loader = a08.prepare_dataset(args, world_size=1)
         torch.manual_seed(args.seed)
-        model = NeuralNetwork(num_inputs=2, num_outputs=2).to(args.device)
+        model = NeuralNetwork(num_inputs=2, num_outputs=2).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-        progress = Progress(args, model, optimizer, train_loader)  # prints the timing line
-        a08.train(model, train_loader, optimizer, args.epochs, args.device, progress)
+        snapshot = Snapshot(None, model, optimizer)
+        clock = TrainingClock()
+        losses = a08.train(model, train_loader, optimizer, args.epochs, device, snapshot,
+                           args.log_every)
+        # a08's timing line (and its global accuracy)
+        report_summary(clock.stop(), len(losses), args.batch_size, model, train_loader,
+                       test_loader, device)
     finally:
         dist.destroy_process_group()
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from common.extras.launcher import torchrun_command  # noqa: E402
 from common.extras.walkthrough import STEPS  # noqa: E402
 
 SCRIPTS = [script for script, *_ in STEPS]  # the one list of scripts, in the tutorial's order
@@ -103,8 +104,7 @@ def ddp_runs(device: str, batch: int, num_samples: int, epochs: int, counts: lis
         runs.append(("2 plain processes side by side", 2, partial(
             side_by_side, plain + flags(num_samples // 2), one_thread)))
     for n in counts:
-        torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    f"--nproc_per_node={n}", str(ROOT / "a08_ddp_torchrun.py")]
+        torchrun = torchrun_command(n, str(ROOT / "a08_ddp_torchrun.py"))
         runs.append((f"DDP, N={n}", n, partial(throughput, torchrun + flags(num_samples),
                                                one_thread)))
     return runs

@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork
 from common.extras import run, store_for_this_attempt
-from common.extras.distributed import DistEnv
 
 WARM_UP_STEPS = 5
 PHASES = ("fetch", "forward", "backward", "sync wait", "optimizer", "step")
@@ -76,12 +75,11 @@ def summary(values: list[float]) -> str:
 
 
 def main() -> None:
-    env = DistEnv.from_environ()
-    args = a08.parse_args()
+    args, env, _ = a08.parse_args()
     dist.init_process_group("gloo", rank=env.rank, world_size=env.world_size,
-                            store=store_for_this_attempt(args.timeout))
+                            store=store_for_this_attempt(env, args.timeout))
     try:
-        loader = a08.prepare_dataset(args)[0]
+        loader = a08.prepare_dataset(args, env.world_size)[0]
         torch.manual_seed(args.seed)
         model = NeuralNetwork(num_inputs=2, num_outputs=2)
         if env.launched:

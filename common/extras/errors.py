@@ -1,0 +1,13 @@
+"""The error a user can fix, which ``cli.run`` turns into one line instead of a traceback."""
+
+
+class UserError(Exception):
+    """A problem the user can fix (a bad file, a folder that cannot be written): ``run``
+    prints its message as ``error: ...`` and exits with status 1.
+
+    Under torchrun every process meets most such errors alike, so only the first process
+    prints them; an error that one process finds on its own (its launch variables) sets
+    ``every_process``, so that it is said even where the first process says nothing.
+    """
+
+    every_process = False

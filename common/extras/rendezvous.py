@@ -1,0 +1,178 @@
+"""How a08's processes meet and part: the key-value store they meet through, --spawn, the
+one-line explanations of a process group that cannot start or breaks down, and leaving the
+group. ``DDP_ENDING`` gives ``cli.run`` what a08 needs on errors and signals."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from common.extras.cli import Ending, run
+from common.extras.launcher import (
+    SPAWN_STORE_VARIABLE,
+    Launch,
+    is_first_process,
+    is_spawned_worker,
+    launch_for_messages,
+)
+
+
+def store_for_this_attempt(launch: Launch, timeout: timedelta) -> dist.Store:
+    """The key-value store the processes meet through, to build the process group on.
+
+    One plain process: an in-memory store, so no port is needed. The workers of --spawn: a file
+    store. Otherwise a TCPStore at MASTER_ADDR:MASTER_PORT, made here rather than inside
+    init_process_group so that a master that cannot be reached, or a port in use, ends in one
+    line (see ``explain_distributed_error``) instead of torch's log of every retry. Every
+    TCPStore made here goes without libuv where torch lacks it (USE_LIBUV=0, as a08 sets on
+    Windows).
+
+    Under torchrun: the store that torchrun's agent hosts outlives the workers it restarts
+    (``--max-restarts``), and torch's default keys for the process group are the same in every
+    attempt. Restarted workers could then read the addresses their dead predecessors left
+    there, and gloo fails in ``connectFullMesh`` (Connection refused) or waits for keys that
+    never change. So every attempt gets keys of its own, prefixed with how many times this
+    rank has started: all processes restart together, so that count is the same in every
+    process of an attempt, on every machine. (TORCHELASTIC_RESTART_COUNT is not: each
+    machine's torchrun counts on its own; pytorch/pytorch#135712.)
+    """
+    if launch.spawn_store is not None:
+        return dist.FileStore(launch.spawn_store, launch.world_size)
+    if launch.master is None:
+        return dist.HashStore()
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        # rank 0 hosts a fresh store in each attempt: nothing stale to read
+        return tcp_store(launch, is_master=launch.rank == 0, timeout=timeout)
+    store = tcp_store(launch, is_master=False, timeout=timeout)  # torchrun's agent's
+    starts = store.add(f"a08/starts/rank{launch.rank}", 1)
+    return dist.PrefixStore(f"a08/attempt{starts}", store)
+
+
+def tcp_store(launch: Launch, is_master: bool, timeout: timedelta) -> dist.TCPStore:
+    """A TCPStore at MASTER_ADDR:MASTER_PORT; torch's C++ log of each failed connection attempt
+    (a stack dump per retry) is kept off the terminal: a failure raises all the same."""
+    host, port = launch.master
+    with _stderr_silenced():
+        return dist.TCPStore(host, port, world_size=launch.world_size, is_master=is_master,
+                             timeout=timeout, use_libuv=os.environ.get("USE_LIBUV", "1") != "0")
+
+
+@contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """Point file descriptor 2 at the null device for the enclosed block (C++ writes there
+    directly, past sys.stderr)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def spawn(main: Callable[[], None], nprocs: int) -> None:
+    """--spawn N: run ``main`` in N new processes on this machine, as torchrun would, but with
+    torch.multiprocessing.spawn (the way the book's DDP-script.py starts its processes). They
+    meet through a file in a temporary folder: no network port and no TCPStore, so this works
+    where torchrun cannot start (torch's Windows wheels lack libuv). A worker that fails has
+    already said why; the others are stopped and this process exits with its status."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="a08-spawn-") as folder:
+        store = os.path.join(folder, "store")
+        try:
+            mp.spawn(_spawned_worker, args=(nprocs, store, main), nprocs=nprocs)
+        except mp.ProcessExitedException as err:
+            raise SystemExit(err.exit_code if err.exit_code and err.exit_code > 0 else 1) from None
+
+
+def _spawned_worker(index: int, nprocs: int, store: str, main: Callable[[], None]) -> None:
+    os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index),
+                       "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs),
+                       SPAWN_STORE_VARIABLE: store})
+    run(main, DDP_ENDING)  # its errors end this worker with one line, as in the parent
+
+
+def free_model_and_wait_for_gloo() -> None:
+    """Call after dropping the DDP model, right before ``destroy_process_group()``.
+
+    Collect the model first: a DDP model freed after its process group may hang or abort, as
+    its reducer's hooks on the parameters still use the group. Then wait 50 ms without
+    holding the GIL: gloo's worker thread may still need the GIL to free the tensors of the
+    model's last operations, while torch before pytorch/pytorch#154976 (2.4.1 among them)
+    destroys a gloo group holding the GIL and waiting for that thread: a deadlock
+    (pytorch/pytorch#56297).
+    """
+    gc.collect()
+    time.sleep(0.05)
+
+
+def leave_process_group_after_error() -> None:
+    """What a08's last line does on success, after an error: leave the process group. The
+    frames of the error's traceback still hold the DDP model, so they are cleared first."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    error = sys.exc_info()[1]
+    while error is not None:  # the SystemExit in flight, and the errors it replaced
+        traceback.clear_frames(error.__traceback__)
+        error = error.__context__
+    free_model_and_wait_for_gloo()
+    dist.destroy_process_group()
+
+
+def explain_distributed_error(err: Exception) -> str | None:
+    """One line, cause and fix, for the ways a process group fails to start or breaks down;
+    None for any other error."""
+    if not isinstance(err, RuntimeError):  # torch's DistError and its kin are RuntimeErrors
+        return None
+    message = str(err)
+    launch = launch_for_messages()
+    host, port = launch.master or ("?", "?")
+    where = f"{host}:{port} (MASTER_ADDR:MASTER_PORT)"
+    rank = f"process {launch.rank}"
+    if "unsupported gloo device" in message or "makeDeviceForHostname" in message:
+        return (f"{rank}: gloo found no network device to use on this machine (seen with some "
+                f"torch builds on Windows); set GLOO_SOCKET_IFNAME to an interface's name "
+                f"(ipconfig or ip addr lists them), or run under WSL2")
+    if "EADDRINUSE" in message or "address already in use" in message.lower():
+        return (f"{rank}: the port of {where} is already in use (another run?); choose a free "
+                f"one with torchrun --master_port=PORT, or use torchrun --standalone")
+    if dist.is_available() and dist.is_initialized():
+        if any(sign in message for sign in ("Connection closed by peer", "Connection reset",
+                                            "Broken pipe", "Timed out", "timed out",
+                                            "Connection refused")):
+            return (f"{rank} lost contact with another process (it crashed, was killed, or "
+                    f"hangs). With --max-restarts=3, torchrun restarts all processes; with "
+                    f"--snapshot PATH they, or the same command run again, resume from the "
+                    f"last epoch")
+        return None
+    if isinstance(err, dist.DistError) or "connect" in message:
+        return (f"{rank} could not join the process group at {where} within --timeout: check "
+                f"that the first machine's torchrun runs, the address and port, that no "
+                f"firewall blocks the port, and on several machines GLOO_SOCKET_IFNAME (README: "
+                f"Several machines)")
+    return None
+
+
+def _reports_interruptions() -> bool:
+    """The process the user started speaks for all: torchrun's rank 0, or --spawn's parent
+    (not its workers, which the same Ctrl-C reaches)."""
+    return is_first_process() and not is_spawned_worker()
+
+
+DDP_ENDING = Ending(explain=explain_distributed_error,
+                    reports_interruptions=_reports_interruptions,
+                    cleanup=leave_process_group_after_error,
+                    stopped_hint="; with --snapshot, the same command resumes from the last epoch")

@@ -1,0 +1,79 @@
+"""What a08 says beyond the tutorial's lines: the name of each process's lines, what rank 0
+says of the run, the training time, and the accuracy over all processes."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from common import compute_accuracy
+
+
+def process_name(device: torch.device) -> str:
+    """The prefix of a process's lines: [GPU0], [GPU1], ... as in the text, or [CPU0], ... where
+    the processes train on CPUs. The global rank, unique across machines."""
+    return f"[{'GPU' if device.type == 'cuda' else 'CPU'}{dist.get_rank()}]"
+
+
+def describe_run(device: torch.device) -> None:
+    """Rank 0 says how many processes train, on which device, with which backend."""
+    if dist.get_rank() == 0:
+        print(f"Processes: {dist.get_world_size()}, training on {device.type} "
+              f"with the {dist.get_backend()} backend")
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The model inside a DistributedDataParallel (or DataParallel) wrapper, or the model."""
+    return getattr(model, "module", model)
+
+
+class TrainingClock:
+    """The training time of all processes together: started when all are ready, stopped when
+    the slowest is done (start-up and evaluation excluded)."""
+
+    def __init__(self) -> None:
+        dist.barrier()
+        self.start = time.perf_counter()
+        self.seconds = 0.0
+
+    def stop(self) -> float:
+        dist.barrier()
+        self.seconds = time.perf_counter() - self.start
+        return self.seconds
+
+
+def report_summary(seconds: float, batches: int, batch_size: int, model: torch.nn.Module,
+                   train_loader: DataLoader, test_loader: DataLoader,
+                   device: torch.device) -> None:
+    """Rank 0's last lines, once every process has printed its own: the training time and
+    throughput over all processes (``batches`` of ``batch_size`` trained in each), then the
+    accuracy over all processes on the training and the test set, every example counted
+    exactly once (in the tutorial, DistributedSampler pads each process's slice and every
+    process scores the whole test set on its own)."""
+    counts = [count_correct_globally(unwrap(model), loader.dataset, device)
+              for loader in (train_loader, test_loader)]  # collectives: all have printed
+    if dist.get_rank() != 0:
+        return
+    samples = batches * batch_size * dist.get_world_size()
+    print(f"Training time: {seconds:.3f} s for {samples} samples, "
+          f"{samples / seconds:.0f} samples/s over all processes (start-up excluded)")
+    for name, (correct, total) in zip(("training", "test"), counts, strict=True):
+        print(f"Global {name} accuracy over all {dist.get_world_size()} processes: "
+              f"{correct / total} ({correct} of {total} examples)")
+
+
+def count_correct_globally(model: torch.nn.Module, dataset: Dataset,
+                           device: torch.device) -> tuple[int, int]:
+    """(correct, total) over the whole dataset: each process scores a disjoint slice with the
+    tutorial's compute_accuracy, then the counts are summed across processes."""
+    mine = Subset(dataset, range(dist.get_rank(), len(dataset), dist.get_world_size()))
+    total = len(mine)
+    correct = 0
+    if total:  # a process may get no test example at all
+        correct = round(compute_accuracy(model, DataLoader(mine, batch_size=64), device) * total)
+    counts = torch.tensor([correct, total], dtype=torch.int64, device=device)
+    dist.all_reduce(counts, op=dist.ReduceOp.SUM)
+    return int(counts[0]), int(counts[1])
