@@ -54,7 +54,7 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
           "On macOS and Windows each worker starts as a fresh Python that imports this script:\n"
           "that is why it runs only under `if __name__ == \"__main__\":`, and why a Dataset\n"
           "defined in a notebook cell fails there (define it in a .py file and import it).")
-    # NEW: show that workers produce the same data (the tutorial only describes them)
+    # EXTRA: show that workers produce the same data (the tutorial only describes them)
     loader = DataLoader(train_ds, batch_size=2, shuffle=False, num_workers=2)
     print("The training set through 2 workers, not shuffled:")
     print_batches(loader)

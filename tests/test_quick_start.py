@@ -1,4 +1,7 @@
-"""The README's Quick start works as written on a stock system Python (PEP 668: no bare pip)."""
+"""The README's Quick start works as written on a stock system Python (PEP 668: no bare pip
+outside the environment), the GitHub workflow runs the same lines, and (stress) every command of
+the README runs as written in the environment the Quick start made, in a fresh clone that stays
+clean."""
 
 import os
 import re
@@ -9,12 +12,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, clean_env
+from test_readme import NOT_RUN_HERE, commands_run_here, readme
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")  # Debian's and Ubuntu's own, externally managed
-
-
-def readme() -> str:
-    return (ROOT / "README.md").read_text()
+CPU_BUILD = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
 def quick_start_lines(shell: str = "bash") -> list[str]:
@@ -39,45 +40,56 @@ def workflow_step_lines(name: str) -> list[str]:
     return lines
 
 
-def shell_commands() -> list[str]:
-    """Every command in the README's bash blocks, split at && and ;."""
-    blocks = re.findall(r"```bash\n(.*?)```", readme(), flags=re.S)
-    lines = [line.split("#")[0] for block in blocks for line in block.splitlines()]
-    return [part.strip() for line in lines for part in re.split(r"&&|;", line) if part.strip()]
-
-
-def test_quick_start_is_two_commands_in_a_virtual_environment():
+def test_quick_start_activates_the_environment_before_any_pip():
     lines = quick_start_lines()
-    assert len(lines) == 2
-    assert lines[0].startswith("python3 -m venv .venv && .venv/bin/pip install . && ")
-    assert lines[0].endswith(".venv/bin/python -m common.extras.walkthrough")
-    assert lines[1] == '.venv/bin/pip install ".[test]" && .venv/bin/python -m pytest'
+    assert lines[:2] == ["python3 -m venv .venv", "source .venv/bin/activate"]
+    assert lines[2:] == ["pip install .", "python -m common.extras.walkthrough"]
+    assert quick_start_lines("powershell")[:2] == ["py -m venv .venv",
+                                                   ".venv\\Scripts\\Activate.ps1"]
 
 
 def test_the_workflow_runs_the_readme_quick_start_as_written():
-    assert workflow_step_lines("Quick start (Linux, macOS)") == quick_start_lines("bash")
+    lines = quick_start_lines()
+    assert workflow_step_lines("Quick start (macOS)") == lines
+    # Linux: the README's CPU-only route, right before `pip install .` as the README says
+    assert workflow_step_lines("Quick start (Linux, CPU build of torch)") == [
+        *lines[:2], CPU_BUILD, *lines[2:]]
     assert workflow_step_lines("Quick start (Windows)") == quick_start_lines("powershell")
-    assert len(quick_start_lines("powershell")) == 2
+    assert CPU_BUILD in NOT_RUN_HERE
 
 
-def test_no_bare_pip_install_anywhere_in_the_readme():
-    """A stock Python refuses `pip install` outside a virtual environment."""
-    installs = [command for command in shell_commands() if " install" in command]
-    assert installs, "the README shows no install command"
-    for command in installs:
-        assert command.startswith((".venv/bin/pip ", ".venv/bin/python -m pip ")), command
-    prose = re.sub(r"```.*?```", "", readme(), flags=re.S)
-    for inline in re.findall(r"`([^`\n]*pip install[^`\n]*)`", prose):
-        assert inline.startswith(".venv/bin/pip") or inline == "pip install", inline
+def test_no_pip_install_outside_the_environment():
+    """A stock Python refuses `pip install` outside a virtual environment: every install in
+    the README runs in the activated environment, none forces its way past that."""
+    text = readme()
+    assert text.index("source .venv/bin/activate") < text.index("pip install")
+    for command in re.findall(r"[^`\n]*pip install[^`\n]*", text):
+        assert "--break-system-packages" not in command and "--user" not in command, command
+        assert "sudo pip" not in command, command
+
+
+def readme_command_in_the_clone(command: str, clone: Path, env: dict,
+                                timeout: float = 600) -> subprocess.CompletedProcess:
+    """``command`` typed into a terminal at the clone, after the Quick start's activation."""
+    return subprocess.run(["bash", "-c", f"source .venv/bin/activate && {command}"], cwd=clone,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def clone_status(clone: Path) -> set[str]:
+    out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=normal"],
+                         cwd=clone, capture_output=True, text=True, check=True).stdout
+    return {line[3:] for line in out.splitlines()}
 
 
 @pytest.mark.stress
 @pytest.mark.skipif(not SYSTEM_PYTHON.exists() or shutil.which("git") is None,
                     reason="needs the system's /usr/bin/python3 and git")
-def test_quick_start_as_written_in_a_fresh_clone(tmp_path):
-    """Line by line, in a fresh clone, with the system's python3 first on PATH and no virtual
-    environment active. torch is pinned to the version under test (on this machine the CPU
-    build on disk, as .ci/run does) so that pip does not download a CUDA build of several GB."""
+def test_quick_start_then_every_readme_command_in_a_fresh_clone(tmp_path):
+    """The Quick start block as one terminal session, in a fresh clone, with the system's
+    python3 first on PATH and no virtual environment active; the clone then holds nothing new
+    but .venv/. Then every README command that can run here, as written, in that environment.
+    torch is pinned to the version under test (on this machine the CPU build on disk, as
+    .ci/run does) so that pip does not download a CUDA build of several GB."""
     import torch
 
     clone = tmp_path / "clone"
@@ -92,12 +104,20 @@ def test_quick_start_as_written_in_a_fresh_clone(tmp_path):
     env["PATH"] = os.pathsep.join([str(bin_dir), "/usr/local/bin", "/usr/bin", "/bin"])
     env["PIP_CONSTRAINT"] = str(constraints)
 
-    outputs = []
-    for line in quick_start_lines():
-        result = subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True,
-                                text=True, timeout=1500)
-        assert result.returncode == 0, (line, result.stdout[-3000:], result.stderr[-3000:])
-        outputs.append(result.stdout)
-    assert "Walkthrough complete: all 8 scripts ran." in outputs[0]
-    summary = outputs[1].strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", summary) and "failed" not in summary, summary
+    session = subprocess.run(["bash", "-e", "-c", "\n".join(quick_start_lines())], cwd=clone,
+                             env=env, capture_output=True, text=True, timeout=1500)
+    assert session.returncode == 0, (session.stdout[-3000:], session.stderr[-3000:])
+    assert "Walkthrough complete: all 8 scripts ran." in session.stdout
+    assert clone_status(clone) == {".venv/"}, "the Quick start left files in the clone"
+
+    failures = []
+    for command in commands_run_here():
+        if command.startswith(("python3 -m venv", "source ", "pip install .",
+                               "python -m common.extras.walkthrough")):
+            continue  # the Quick start, above
+        result = readme_command_in_the_clone(command, clone, env)
+        expected = 1 if command.startswith("diff ") else 0  # diff: 1 means "they differ"
+        if result.returncode != expected:
+            failures.append((command, result.returncode, result.stderr[-1500:]))
+    assert failures == []
+    assert clone_status(clone) - {".venv/", "snapshot.pt", "model.pth"} == set()

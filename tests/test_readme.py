@@ -1,0 +1,124 @@
+"""The README is for learners: short, every command in it run by a test as written (or listed
+here with the reason it cannot run on this machine), a08 with the text's own lines, and markers
+that say where each part of a script comes from."""
+
+import re
+
+from conftest import ROOT
+
+MAX_LINES = 250
+# what can be run here, in the environment the Quick start made, is run by
+# test_quick_start.py::test_quick_start_then_every_readme_command_in_a_fresh_clone (stress)
+NOT_RUN_HERE = {
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu":
+        "that index cannot be reached here; the GitHub workflow's Linux job runs it",
+    "torchrun --nproc_per_node=gpu a08_ddp_torchrun.py": "needs CUDA: bash .ci/gpu-check",
+    "torchrun --nnodes=2 --node_rank=0 --nproc_per_node=2 --master_addr=10.0.0.1 "
+    "--master_port=29500 a08_ddp_torchrun.py":
+        "needs two machines; test_a08_two_machines_use_global_ranks runs it on localhost",
+    "torchrun --nnodes=2 --node_rank=1 --nproc_per_node=2 --master_addr=10.0.0.1 "
+    "--master_port=29500 a08_ddp_torchrun.py":
+        "needs two machines; test_a08_two_machines_use_global_ranks runs it on localhost",
+    "sbatch a08.sbatch": "tests/test_slurm.py submits the README's script to a real SLURM",
+    "python a06_save_load.py --load PATH": "PATH is yours; tests/test_faults.py runs it",
+    "sudo apt install python3-venv": "changes the system; Debian and Ubuntu only",
+}
+PROMPTS = ("python ", "torchrun ", "pip ", "source ", "diff ", "sbatch ", "sudo ",
+           "OMP_NUM_THREADS=")
+
+
+def readme() -> str:
+    return (ROOT / "README.md").read_text()
+
+
+def readme_commands() -> list[str]:
+    """Every command in the README: the lines of its bash blocks (the SLURM batch script is a
+    file, not commands), and inline code in the prose and the section table that starts like
+    a command; comments dropped, white space folded."""
+    text = readme()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        if block.startswith("#!/bin/bash"):
+            continue
+        commands += [line.split(" #")[0] for line in block.splitlines()]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    commands += [span for span in re.findall(r"`([^`]+)`", prose) if span.startswith(PROMPTS)]
+    return list(dict.fromkeys(" ".join(c.split()) for c in commands if c.strip()))
+
+
+def commands_run_here() -> list[str]:
+    return [command for command in readme_commands() if command not in NOT_RUN_HERE]
+
+
+def test_readme_is_short_and_has_a_table_of_contents():
+    lines = readme().splitlines()
+    assert len(lines) <= MAX_LINES
+    contents = [line for line in lines[:30] if line.startswith("- [")]
+    headings = [line[3:] for line in lines if line.startswith("## ")]
+    for heading in headings:
+        assert any(f"[{heading}]" in line for line in contents), heading
+
+
+def test_every_command_not_run_here_is_in_the_readme():
+    """The list above names only commands that exist, so it cannot hide one."""
+    assert set(NOT_RUN_HERE) <= set(readme_commands())
+    assert len(commands_run_here()) >= 15, commands_run_here()
+
+
+def test_no_placeholder_in_a_command_run_here():
+    for command in commands_run_here():
+        assert "..." not in command and "<" not in command, command
+
+
+def test_readme_speaks_to_learners():
+    text = readme().lower()
+    for phrase in ("build machine", "previous layout", "previous session", "this session"):
+        assert phrase not in text, phrase
+    assert readme().index("## When things go wrong")
+    first = readme().split("## When things go wrong")[1].split("\n- ")[1]
+    assert "No module named 'torch'" in first
+
+
+TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
+    "from torch.distributed import destroy_process_group, init_process_group",
+    'if "MASTER_ADDR" not in os.environ:',
+    'os.environ["MASTER_ADDR"] = "localhost"',
+    'if "MASTER_PORT" not in os.environ:',
+    'os.environ["MASTER_PORT"] = "12345"',
+    'os.environ["USE_LIBUV"] = "0"',
+    "init_process_group(backend=backend, rank=rank, world_size=world_size,",
+    "torch.cuda.set_device(device)",
+    "# factor = 4",
+    "# y_train = y_train.repeat(factor)",
+    "sampler=DistributedSampler(train_ds),",
+    "train_loader.sampler.set_epoch(epoch)",
+    "model = DDP(model, device_ids=",
+    "destroy_process_group()  # NEW",
+]
+
+
+def test_a08_carries_the_texts_lines_in_order():
+    source = (ROOT / "a08_ddp_torchrun.py").read_text()
+    positions = [source.find(line) for line in TEXT_LINES_OF_A08]
+    assert -1 not in positions, [line for line, p in zip(TEXT_LINES_OF_A08, positions,
+                                                         strict=True) if p == -1]
+    assert positions == sorted(positions)
+
+
+MARKER = re.compile(r"#\s*(NEW|EXTRA|NOTEBOOK):")
+
+
+def test_one_marker_per_comment():
+    for script in sorted(ROOT.glob("a0*.py")):
+        for number, line in enumerate(script.read_text().splitlines(), start=1):
+            comment = line.split("#", 1)[1] if "#" in line else ""
+            assert len(MARKER.findall("#" + comment)) <= 1, f"{script.name}:{number}"
+
+
+def test_markers_say_where_a_part_comes_from():
+    a01 = (ROOT / "a01_tensors.py").read_text()
+    numpy_part = a01[a01.index("def section_2_1_from_numpy"):a01.index("def section_2_2")]
+    assert "# NOTEBOOK:" in numpy_part  # the author's notebook, not the text
+    a04 = (ROOT / "a04_dataloaders.py").read_text()
+    workers = a04[a04.index("def section_6_num_workers"):a04.index("def main")]
+    assert "# EXTRA:" in workers and "# NEW:" not in workers  # ours: the text only describes it
