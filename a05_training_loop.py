@@ -37,6 +37,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
+            extras.require_finite_loss(losses[-1])  # EXTRA: a diverged run stops, saves nothing
 
             # LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"

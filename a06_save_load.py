@@ -27,6 +27,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "(default: train, then save to --path)")
     args = parser.parse_args(argv)
     extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
+    if args.load is None and (problem := extras.check_writable(args.path, "--path")):
+        parser.error(f"argument --path: {problem}")  # EXTRA: before training, not after it
     return args
 
 

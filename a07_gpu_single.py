@@ -58,6 +58,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
+            extras.require_finite_loss(losses[-1])  # EXTRA: a diverged run stops, saves nothing
 
             # LOGGING
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"

@@ -97,6 +97,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
+            extras.require_finite_loss(losses[-1])  # EXTRA: a diverged run stops, saves nothing
 
             # LOGGING
             if batch_idx % log_every == 0:  # EXTRA: --log-every
@@ -118,7 +119,9 @@ def train_tutorial_model(args: argparse.Namespace, device: torch.device,
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
-    snapshot = extras.Snapshot(args.snapshot, model, optimizer)  # EXTRA: resume from it
+    settings = {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
+                "--num-samples": args.num_samples}  # EXTRA: what a resumed run must share
+    snapshot = extras.Snapshot(args.snapshot, model, optimizer, settings, args.epochs)  # EXTRA
     clock = extras.TrainingClock()  # EXTRA: the training time of all processes
     losses = train(model, train_loader, optimizer, args.epochs, device, snapshot,
                    args.log_every)

@@ -127,8 +127,8 @@ def test_a05_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, 
     code, out, err = run_main("a05_training_loop.py", ["--plot", "plot.png"], capsys)
     assert code == 2
     assert err.splitlines()[-1] == (
-        'a05_training_loop.py: error: argument --plot: needs matplotlib: .venv/bin/pip '
-        'install ".[plot]" in this repository, or python -m pip install matplotlib with the '
-        'Python that runs this script')
+        'a05_training_loop.py: error: argument --plot: needs matplotlib: pip install '
+        '".[plot]" in this repository\'s environment, or python -m pip install matplotlib with '
+        'the Python that runs this script')
     assert out == ""
     assert not (tmp_path / "plot.png").exists()

@@ -257,3 +257,15 @@ def test_a08_fifty_runs_at_n2_all_exit_0(tmp_path):
         losses.append(parse(result.stdout)["loss"])
     assert failures == []
     assert all(run == losses[0] for run in losses), "losses differ between runs at N=2"
+
+
+def test_a08_rank_0_summary_comes_after_every_process_lines(ddp_run):
+    """Training time and global accuracy close the output: no process's own line after them."""
+    _, result = ddp_run
+    lines = result.stdout.splitlines()
+    summary = [i for i, line in enumerate(lines)
+               if line.startswith(("Training time: ", "Global "))]
+    own = [i for i, line in enumerate(lines) if line.startswith(("[CPU", "[GPU"))]
+    assert len(summary) == 3
+    assert min(summary) > max(own)
+    assert lines[summary[0]].startswith("Training time: ")

@@ -13,6 +13,7 @@ the tutorial's, and ours. Each module depends only on those above it in this tab
 | --- | --- |
 | errors | ``UserError``: a problem the user can fix, said in one line |
 | launcher | torchrun's variables, read and checked; the torchrun command line (no torch) |
+| signals | Ctrl-C and SIGTERM: one line, within a second, even while torch waits in C++ |
 | cli | the argument parser, range-checked flag types, ``run`` (one-line errors, signals) |
 | devices | a07's ``--device`` and its section 9.1 on a CPU-only machine; a08's device per process |
 | checkpoint | atomic saving and one-line errors around a06's torch.save / torch.load |
@@ -26,7 +27,7 @@ the tutorial's, and ours. Each module depends only on those above it in this tab
 | walkthrough | ``python -m common.extras.walkthrough``: every script in order |
 """
 
-from common.extras.checkpoint import atomic_path, explain_checkpoint_errors
+from common.extras.checkpoint import atomic_path, check_writable, explain_checkpoint_errors
 from common.extras.cli import add_training_flags, heading, make_parser, run
 from common.extras.data import check_batch_fits, enlarge_for_processes, fast_batch_loader
 from common.extras.ddp_flags import add_ddp_flags, check_ddp_flags
@@ -36,6 +37,7 @@ from common.extras.devices import (
     device_to_show,
     explain_cpu_only,
 )
+from common.extras.errors import require_finite_loss
 from common.extras.launcher import Launch
 from common.extras.matmul_benchmark import add_benchmark_flags, exercise_a4
 from common.extras.plotting import add_plot_flag, plot_training
@@ -61,6 +63,7 @@ __all__ = [
     "atomic_path",
     "check_batch_fits",
     "check_ddp_flags",
+    "check_writable",
     "describe_run",
     "device_for_process",
     "device_to_show",
@@ -75,6 +78,7 @@ __all__ = [
     "plot_training",
     "process_name",
     "report_summary",
+    "require_finite_loss",
     "run",
     "spawn",
     "store_for_this_attempt",

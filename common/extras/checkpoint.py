@@ -15,6 +15,7 @@ A rename is atomic on one file system, so PATH always holds either the old file 
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import tempfile
@@ -32,27 +33,61 @@ class CheckpointError(UserError):
     """A checkpoint that cannot be written or used; the message says which and what to do."""
 
 
+def check_writable(path: str | os.PathLike, flag: str) -> str | None:
+    """Why ``path`` cannot be written as a file (its folder missing or read-only, the name too
+    long, something there that is not a regular file), or None: asked before any work starts,
+    so that a bad path never costs a training run."""
+    target = Path(os.path.realpath(path))  # a symbolic link: its target is what gets written
+    try:
+        if target.exists() and not target.is_file():
+            kind = "a folder" if target.is_dir() else "not a regular file"
+            return f"{path} is {kind}; give the path of a file to write"
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=_temporary_prefix(target)):
+            pass
+        if len(target.name.encode()) > _longest_name(target.parent):
+            raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+    except OSError as err:
+        return f"{path}: cannot write it ({err.strerror}); choose another {flag}"
+    return None
+
+
+def _temporary_prefix(target: Path) -> str:
+    """Short enough that the temporary name is never too long where the target's name fits."""
+    return f".{target.name[:32]}."
+
+
+def _longest_name(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):  # Windows has no pathconf
+        return 255
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike, flag: str = "--path") -> Iterator[str]:
     """Yield a temporary path beside ``path``; once the block has written it, move it over
     ``path`` in one step. If the block fails, ``path`` is untouched and the temporary file gone.
-    ``flag`` names the option that chose ``path``, for the error message."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as err:  # a folder that does not exist or cannot be written
-        raise _cannot_write(path, err, flag) from None
+    A symbolic link is followed (its target is replaced); anything there that is not a regular
+    file is refused. ``flag`` names the option that chose ``path``, for the error message."""
+    problem = check_writable(path, flag)
+    if problem:
+        raise CheckpointError(problem)
+    target = Path(os.path.realpath(path))
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temporary_prefix(target),
+                               suffix=".tmp")
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~_current_umask())  # as open() would, not mkstemp's 0600
         yield tmp
         with open(tmp, "rb+") as written:
             os.fsync(written.fileno())  # on disk before the rename makes it the checkpoint
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError):  # e.g. the disk filled up while writing
-            raise _cannot_write(path, err, flag) from None
+        if isinstance(err, OSError) or "failed writing" in str(err):  # e.g. the disk is full
+            reason = err.strerror if isinstance(err, OSError) else str(err).splitlines()[0]
+            raise CheckpointError(f"{path}: cannot write it ({reason}); choose another "
+                                  f"{flag}, or free some space") from None
         raise
 
 
@@ -61,12 +96,19 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
     """Around ``torch.load(path, ...)`` and ``load_state_dict``: a missing, empty, damaged,
     foreign or unsafe file, or one from another architecture, becomes one CheckpointError."""
     path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such file; check the path, or train and save first")
-    if path.is_dir():
-        raise CheckpointError(f"{path}: is a folder; give the path of a checkpoint file")
-    if path.stat().st_size == 0:
-        raise CheckpointError(f"{path}: the file is empty (an interrupted save?); save it again")
+    try:
+        if not path.exists():
+            raise CheckpointError(f"{path}: no such file; check the path, or train and save "
+                                  f"first")
+        if path.is_dir():
+            raise CheckpointError(f"{path}: is a folder; give the path of a checkpoint file")
+        if path.stat().st_size == 0:
+            raise CheckpointError(f"{path}: the file is empty (an interrupted save?); save it "
+                                  f"again")
+        with open(path, "rb"):  # unreadable: say so, rather than "not a checkpoint"
+            pass
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read it ({err.strerror})") from None
     try:
         yield
     except pickle.UnpicklingError as err:
@@ -79,6 +121,16 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
         ) from None
     except Exception as err:
         message = str(err)
+        if '"epochs_completed"' in message:  # load_state_dict given a whole a08 snapshot
+            raise CheckpointError(
+                f"{path}: an a08 snapshot, not a model's state_dict; its model is under the "
+                f"key 'model' (torch.load(PATH)['model']), or save one with "
+                f"torch.save(model.state_dict(), PATH)") from None
+        if 'Unexpected key(s) in state_dict: "module.' in message:
+            raise CheckpointError(
+                f"{path}: saved from a DistributedDataParallel model, whose keys start with "
+                f"'module.'; save model.module.state_dict() there instead, or strip the prefix "
+                f"with torch.nn.modules.utils.consume_prefix_in_state_dict_if_present") from None
         if "Error(s) in loading state_dict" in message:  # load_state_dict: keys, shapes differ
             raise CheckpointError(
                 f"{path}: saved from another architecture, it does not fit the model "
@@ -97,10 +149,6 @@ def safe_load(path: str | os.PathLike) -> Any:
     CheckpointError."""
     with explain_checkpoint_errors(path):
         return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def _cannot_write(path: Path, err: OSError, flag: str) -> CheckpointError:
-    return CheckpointError(f"{path}: cannot write it ({err.strerror}); choose another {flag}")
 
 
 def _current_umask() -> int:

@@ -11,14 +11,16 @@ from datetime import timedelta
 
 import torch
 
+from common.extras.checkpoint import check_writable
 from common.extras.cli import positive_float, positive_int
 from common.extras.data import gives_full_batches, samples_needed
 from common.extras.launcher import Launch, is_spawned_worker, read_launch, spawn_launch
 
 
 def seconds(text: str) -> timedelta:
-    """argparse type: a finite number of seconds > 0, as a timedelta."""
-    return timedelta(seconds=positive_float(text))
+    """argparse type: a number of seconds > 0 that torch's stores can wait (it counts in
+    milliseconds in a C int: about 24 days at most), as a timedelta."""
+    return timedelta(seconds=positive_float(text, maximum=2_000_000))
 
 
 def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
@@ -55,8 +57,11 @@ def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error("argument --spawn: torchrun already started the processes; use one or "
                      "the other")
     launch = spawn_launch(args.spawn) if args.spawn and not is_spawned_worker() else read_launch()
-    if args.snapshot is not None and not os.path.isdir(os.path.dirname(args.snapshot) or "."):
-        parser.error(f"argument --snapshot: the folder of {args.snapshot} does not exist")
+    if args.snapshot is not None and launch.rank == 0:  # only rank 0 writes it
+        if not os.path.isdir(os.path.dirname(args.snapshot) or "."):
+            parser.error(f"argument --snapshot: the folder of {args.snapshot} does not exist")
+        if problem := check_writable(args.snapshot, "--snapshot"):
+            parser.error(f"argument --snapshot: {problem}")
     if args.num_samples is not None and not gives_full_batches(
             args.num_samples, launch.world_size, args.batch_size):
         parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "

@@ -11,3 +11,11 @@ class UserError(Exception):
     """
 
     every_process = False
+
+
+def require_finite_loss(loss: float) -> None:
+    """A training run whose loss became NaN or infinite has diverged: stop it before it saves
+    weights that are no good to anyone."""
+    if loss != loss or loss in (float("inf"), float("-inf")):
+        raise UserError(f"the training loss became {loss}: the weights diverged (--lr too "
+                        f"large?), and nothing was saved; try a smaller --lr")

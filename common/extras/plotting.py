@@ -10,6 +10,7 @@ import os
 import torch
 
 from common import toy_data
+from common.extras.checkpoint import check_writable
 from common.extras.reporting import unwrap
 
 
@@ -25,8 +26,10 @@ def _plot_path(text: str) -> str:
         import matplotlib  # noqa: F401
     except ImportError:
         raise argparse.ArgumentTypeError(
-            'needs matplotlib: .venv/bin/pip install ".[plot]" in this repository, or '
+            'needs matplotlib: pip install ".[plot]" in this repository\'s environment, or '
             'python -m pip install matplotlib with the Python that runs this script') from None
+    if problem := check_writable(text, "--plot"):  # before training, not after it
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sys
 import tempfile
 import time
@@ -158,6 +159,11 @@ def explain_distributed_error(err: Exception) -> str | None:
                     f"--snapshot PATH they, or the same command run again, resume from the "
                     f"last epoch")
         return None
+    if joined := re.search(r"waiting for clients\. (\d+)/(\d+) clients joined", message):
+        return (f"{rank} waited --timeout for the other processes at {where}, and only "
+                f"{joined[1]} of {joined[2]} joined: start all of them (one torchrun starts "
+                f"them together; with one per machine, start every machine's), or give them "
+                f"longer with --timeout")
     if isinstance(err, dist.DistError) or "connect" in message:
         return (f"{rank} could not join the process group at {where} within --timeout: check "
                 f"that the first machine's torchrun runs, the address and port, that no "

@@ -1,11 +1,14 @@
 """a08's --snapshot PATH (our addition: the tutorial's script cannot resume). After every
-epoch rank 0 writes model, optimizer and the number of epochs completed, atomically. At start
-rank 0 reads the file if it exists and broadcasts it, so every process resumes from the same
-state even where the other machines cannot see the file."""
+epoch rank 0 writes model, optimizer, the number of epochs completed and the settings that
+define the run, atomically. At start rank 0 reads the file if it exists and broadcasts it, so
+every process resumes from the same state even where the other machines cannot see the file.
+While a run uses a snapshot it holds a lock beside it, so that a second run on the same file
+stops at once instead of continuing the first one's training and overwriting it in turn."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -13,29 +16,46 @@ import torch.distributed as dist
 from common.extras.checkpoint import CheckpointError, atomic_path, safe_load
 from common.extras.reporting import process_name, unwrap
 
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, the rest works
+    fcntl = None
+
 
 class Snapshot:
     """Create it right before training, in every process (restoring is collective).
-    ``first_epoch`` is where training starts: 0 without a snapshot to resume from."""
+    ``first_epoch`` is where training starts: 0 without a snapshot to resume from.
+    ``settings`` (flag -> value) must match the snapshot's to resume from it; the number of
+    processes may differ."""
 
     def __init__(self, path: str | None, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer) -> None:
+                 optimizer: torch.optim.Optimizer, settings: dict[str, Any],
+                 epochs: int) -> None:
         self.path = path
         self.model = unwrap(model)  # its state_dict without DDP's "module." prefix
         self.optimizer = optimizer
-        self.first_epoch = self._restore()
-        if self.first_epoch:
-            device = next(self.model.parameters()).device
-            print(f"{process_name(device)} Resuming from epoch {self.first_epoch} ({self.path}): "
+        self.settings = settings
+        self._lock = None
+        completed = self._restore()
+        self.first_epoch = min(completed, epochs)
+        if not completed:
+            return
+        name = process_name(next(self.model.parameters()).device)
+        if self.first_epoch < epochs:
+            print(f"{name} Resuming from epoch {self.first_epoch} ({self.path}): "
                   f"continuing with epoch {self.first_epoch + 1}")
+        else:
+            print(f"{name} {self.path} holds {completed} finished epochs, all that "
+                  f"--epochs {epochs} asks for: nothing left to train (a larger --epochs "
+                  f"trains on)")
 
     def save(self, epochs_completed: int) -> None:
         """Rank 0 writes the snapshot (no-op without --snapshot)."""
         if self.path is None or dist.get_rank() != 0:
             return
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "epochs_completed": epochs_completed}
-        with atomic_path(self.path, "--snapshot path") as tmp:
+                 "epochs_completed": epochs_completed, "settings": self.settings}
+        with atomic_path(self.path, "--snapshot") as tmp:
             torch.save(state, tmp)
 
     def _restore(self) -> int:
@@ -43,18 +63,12 @@ class Snapshot:
         if self.path is None:
             return 0
         payload: dict | str | None = None
-        if dist.get_rank() == 0 and os.path.exists(self.path):
-            try:
-                payload = safe_load(self.path)
-                if not isinstance(payload, dict) or "epochs_completed" not in payload:
-                    payload = (f"{self.path}: not an a08 snapshot; move it away or pick "
-                               f"another --snapshot path")
-            except CheckpointError as err:  # every process stops with rank 0's message
-                payload = str(err)
+        if dist.get_rank() == 0:
+            payload = self._lock_and_read()
         shared = [payload]
         dist.broadcast_object_list(shared, src=0)
         payload = shared[0]
-        if isinstance(payload, str):
+        if isinstance(payload, str):  # every process stops with rank 0's message
             raise CheckpointError(payload)
         if payload is None:
             return 0
@@ -65,3 +79,38 @@ class Snapshot:
             raise CheckpointError(f"{self.path}: does not fit this model or optimizer "
                                   f"({type(err).__name__}); move it away to start afresh") from None
         return int(payload["epochs_completed"])
+
+    def _lock_and_read(self) -> dict | str | None:
+        """Rank 0: the snapshot, None where there is none yet, or why it cannot be used."""
+        if not self._take_lock():
+            return (f"{self.path}: another run is using this snapshot; wait for it to end, "
+                    f"or give this one another --snapshot path")
+        if not os.path.exists(self.path):
+            return None
+        try:
+            payload = safe_load(self.path)
+        except CheckpointError as err:
+            return str(err)
+        if not isinstance(payload, dict) or "epochs_completed" not in payload:
+            return f"{self.path}: not an a08 snapshot; move it away or pick another --snapshot path"
+        saved = payload.get("settings", {})
+        differ = [f"{flag} {saved[flag]} (asked: {value})" for flag, value in
+                  self.settings.items() if flag in saved and saved[flag] != value]
+        if differ:
+            return (f"{self.path} was made with {', '.join(differ)}: resume with its settings, "
+                    f"or move it away to start afresh (the number of processes may change)")
+        return payload
+
+    def _take_lock(self) -> bool:
+        """An exclusive lock on a file beside the snapshot, held until this process ends (the
+        system releases it even after kill -9, so a crashed run never blocks the next)."""
+        if fcntl is None:
+            return True
+        folder, name = os.path.split(os.path.abspath(self.path))
+        self._lock = open(os.path.join(folder, f".{name}.lock"), "a")  # noqa: SIM115
+        try:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            return False
+        return True

@@ -26,7 +26,7 @@ def main() -> None:
         torch.manual_seed(args.seed)
         model = NeuralNetwork(num_inputs=2, num_outputs=2).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-        snapshot = Snapshot(None, model, optimizer)
+        snapshot = Snapshot(None, model, optimizer, {}, args.epochs)
         clock = TrainingClock()
         losses = a08.train(model, train_loader, optimizer, args.epochs, device, snapshot,
                            args.log_every)

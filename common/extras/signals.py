@@ -1,0 +1,100 @@
+"""How a script ends on Ctrl-C and SIGTERM: one line, said once, within about a second, even
+while torch waits inside C++ code where Python cannot raise. ``cli.run`` uses these."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class Stopped(BaseException):
+    """SIGTERM arrived: what SLURM, Kubernetes and torchrun send before they stop a job."""
+
+
+INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
+STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole"
+GRACE_SECONDS = 1.0  # how long a signal may wait for the main thread before the watchdog acts
+
+
+class Interruption:
+    """Says the line of a Ctrl-C or SIGTERM once, from whichever thread gets there first, to
+    the terminal's stderr as it was when the script started (torch may have pointed file
+    descriptor 2 elsewhere for a moment, as a08 does while it waits for its peers)."""
+
+    def __init__(self, reports: Callable[[], bool], stopped_hint: str) -> None:
+        self.reports = reports  # whether this process is the one to say it
+        self.stopped_hint = stopped_hint
+        self.said = threading.Lock()
+        sys.stderr.flush()
+        self.stderr = os.dup(2)
+
+    def say(self, signum: int) -> None:
+        if not self.said.acquire(blocking=False) or not self.reports():
+            return
+        line = (INTERRUPTED if signum == signal.SIGINT
+                else STOPPED + self.stopped_hint + ".")
+        sys.stderr.flush()
+        os.write(self.stderr, f"\n{line}\n".encode())
+
+    def close(self) -> None:
+        os.close(self.stderr)
+
+
+class SignalWatchdog:
+    """Python runs a signal handler only between bytecodes of the main thread; while torch
+    waits inside C++ (for peers to join, in a collective, at exit) Ctrl-C and SIGTERM would
+    wait too, up to --timeout. Python also writes every signal's number to a "wakeup" pipe,
+    at once, from C: this thread reads it, and if the main thread has not ended within
+    GRACE_SECONDS, says the usual line and ends the process itself."""
+
+    def __init__(self, interruption: Interruption, previous_sigterm: Any) -> None:
+        self.interruption = interruption
+        self.finished = threading.Event()
+        self.previous_sigterm = previous_sigterm
+        self.sigterm_arrived = False
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.write_fd, False)
+        self.previous_wakeup = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+        self.thread = threading.Thread(target=self._watch, name="signal-watchdog", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def start(cls, interruption: Interruption) -> SignalWatchdog | None:
+        """Only on the main thread (the only one that may set signal handlers)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        watchdog = cls(interruption, signal.getsignal(signal.SIGTERM))
+        signal.signal(signal.SIGTERM, watchdog._on_sigterm)
+        return watchdog
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.sigterm_arrived = True
+        raise Stopped
+
+    def _watch(self) -> None:
+        while True:
+            received = os.read(self.read_fd, 1)
+            if not received or received[0] == 0:  # stop() wrote 0: the script is over
+                return
+            signum = received[0]
+            if signum not in (signal.SIGINT, signal.SIGTERM):
+                continue
+            if self.finished.wait(GRACE_SECONDS):  # the main thread ended the usual way
+                return
+            self.interruption.say(signum)
+            sys.stdout.flush()
+            os._exit(130 if signum == signal.SIGINT else 143)
+
+    def stop(self) -> None:
+        """Back as it was: run() may be called from a longer-lived program (the tests)."""
+        signal.set_wakeup_fd(self.previous_wakeup)
+        signal.signal(signal.SIGTERM, self.previous_sigterm)
+        self.finished.set()
+        os.write(self.write_fd, b"\0")
+        self.thread.join()
+        os.close(self.read_fd)
+        os.close(self.write_fd)

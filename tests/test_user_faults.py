@@ -1,0 +1,326 @@
+"""Faults a user can cause, run as a user would: saves that never damage what is there, runs
+that stop before the work (or with nothing written) when something is wrong, signals obeyed at
+any moment, every launch variable checked, honest resumes, one line for every number and file."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT, clean_env, free_port, needs_sigint, run_main, run_script
+
+LONG_NAME = "m" * 250 + ".pth"  # fits a file system's 255 bytes, with no room for more
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# 1. Saving never damages what is there
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a named pipe (POSIX)")
+def test_a06_refuses_to_replace_what_is_not_a_regular_file(tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code, out, err = run_main("a06_save_load.py", ["--path", str(fifo)], capsys)
+    assert code == 2
+    assert err.splitlines()[-1].endswith(
+        f"argument --path: {fifo} is not a regular file; give the path of a file to write")
+    assert "Epoch" not in out  # refused before training
+    assert fifo.is_fifo()
+
+
+def test_a06_follows_a_symbolic_link_and_replaces_its_target(tmp_path):
+    target = tmp_path / "real.pth"
+    target.write_bytes(b"old")
+    (tmp_path / "link.pth").symlink_to(target)
+    result = run_script("a06_save_load.py", "--path", "link.pth", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "link.pth").is_symlink()
+    assert torch.load(target, weights_only=True).keys() == torch.nn.Sequential().state_dict(
+        ).keys() | {f"layers.{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.pth", "real.pth"]
+
+
+def test_a06_saves_under_the_longest_name_a_folder_takes(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main("a06_save_load.py", ["--path", LONG_NAME], capsys)
+    assert code == 0, err
+    assert (tmp_path / LONG_NAME).stat().st_size > 0
+    code, _, err = run_main("a06_save_load.py", ["--path", "x" + LONG_NAME + "x" * 5], capsys)
+    assert code == 2
+    assert "cannot write it (File name too long); choose another --path" in err
+
+
+# 2. Nothing worse replaces a saved model
+
+@pytest.mark.parametrize("argv, exit_code, message", [
+    (["--batch-size", "9"], 2, "argument --batch-size: 9 is larger than the 5 training examples"),
+    (["--lr", "1e30"], 1, "error: the training loss became nan: the weights diverged (--lr too "
+                          "large?), and nothing was saved; try a smaller --lr"),
+])
+def test_a06_never_saves_a_worse_model_over_a_good_one(argv, exit_code, message, tmp_path,
+                                                       capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_main("a06_save_load.py", [], capsys)[0] == 0
+    good = (tmp_path / "model.pth").read_bytes()
+    code, _, err = run_main("a06_save_load.py", argv, capsys)
+    assert code == exit_code
+    assert message in err.splitlines()[-1]
+    assert (tmp_path / "model.pth").read_bytes() == good
+
+
+@pytest.mark.parametrize("script", ["a05_training_loop.py", "a07_gpu_single.py",
+                                    "a08_ddp_torchrun.py"])
+def test_a_diverged_run_stops_with_one_line(script, capsys):
+    code, _, err = run_main(script, ["--lr", "1e30"], capsys)
+    assert code == 1
+    assert one_error_line(err).startswith("error: the training loss became nan")
+
+
+# 3. Signals at any moment
+
+def a08_waiting_for_a_peer(tmp_path: Path) -> subprocess.Popen:
+    """Process 0 of 2, whose peer never comes: it waits inside torch's C++ store code."""
+    env = clean_env() | {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(free_port())}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--timeout", "120"], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for line in process.stdout:
+        if line.startswith("Number of GPUs available"):
+            break
+    time.sleep(1)  # into the wait for the peer
+    return process
+
+
+@needs_sigint
+@pytest.mark.parametrize("signum, code, line", [
+    (signal.SIGINT, 130, "Interrupted (Ctrl-C): stopped before the end; files already written "
+                         "are whole."),
+    (signal.SIGTERM, 143, "Stopped (SIGTERM, e.g. a preempted job): files already written are "
+                          "whole; with --snapshot, the same command resumes from the last epoch."),
+])
+def test_a08_obeys_a_signal_while_waiting_for_its_peers(signum, code, line, tmp_path):
+    process = a08_waiting_for_a_peer(tmp_path)
+    start = time.monotonic()
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - start < 5
+    assert process.returncode == code
+    assert stderr.strip().splitlines() == [line]
+
+
+# 4. The launch environment, checked before anything waits
+
+LAUNCH_CASES = [
+    ({"WORLD_SIZE": "2"}, "WORLD_SIZE is set but RANK is not; set both"),
+    ({"RANK": "1"}, "RANK is set but WORLD_SIZE is not; set both"),
+    ({"RANK": "abc", "WORLD_SIZE": "2"}, "RANK='abc' is not a whole number from 0 to 1"),
+    ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK='2' is not a whole number from 0 to 1"),
+    ({"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE='0' is not a whole number >= 1"),
+    ({"RANK": "1", "WORLD_SIZE": "2"}, "RANK and WORLD_SIZE are set but MASTER_ADDR is not"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"},
+     "MASTER_PORT is not set; set it (a whole number from 1 to 65535)"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "99999"},
+     "MASTER_PORT='99999' is not a whole number from 1 to 65535"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"},
+     "MASTER_PORT='abc' is not a whole number from 1 to 65535"),
+    ({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "h",
+      "MASTER_PORT": "1"}, "LOCAL_RANK is not set; set it (a whole number from 0 to 1)"),
+    ({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "8", "LOCAL_RANK": "1",
+      "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+     "LOCAL_WORLD_SIZE='8' is not a whole number from 1 to 4"),
+]
+
+
+@pytest.mark.parametrize("variables, message", LAUNCH_CASES,
+                         ids=[" ".join(f"{k}={v}" for k, v in c[0].items()) for c in LAUNCH_CASES])
+def test_a08_bad_launch_variable_is_one_line_at_once(variables, message, capsys, monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                 "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    start = time.monotonic()
+    code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
+    assert time.monotonic() - start < 5
+    assert code == 1
+    assert one_error_line(err).startswith(f"error: {message}")  # said by rank 1 too
+    assert "Epoch" not in out
+
+
+def test_a08_too_short_timeout_is_named_as_one(tmp_path):
+    env = clean_env() | {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(free_port())}
+    result = run_script("a08_ddp_torchrun.py", "--timeout", "1", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    assert "waited --timeout for the other processes" in one_error_line(result.stderr)
+    assert "only 1 of 2 joined" in result.stderr and "firewall" not in result.stderr
+
+
+# 5. Honest resumes
+
+def test_a08_resume_with_other_settings_names_them(tmp_path, capsys):
+    snapshot = str(tmp_path / "snap.pt")
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--epochs", "1"],
+                    capsys)[0] == 0
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--lr", "0.1",
+                                                    "--batch-size", "1"], capsys)
+    assert code == 1
+    assert one_error_line(err) == (
+        f"error: {snapshot} was made with --lr 0.5 (asked: 0.1), --batch-size 2 (asked: 1): "
+        f"resume with its settings, or move it away to start afresh (the number of processes "
+        f"may change)")
+
+
+def test_a08_fewer_epochs_than_done_trains_nothing_and_says_so(tmp_path, capsys):
+    snapshot = str(tmp_path / "snap.pt")
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--epochs", "3"],
+                    capsys)[0] == 0
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--epochs", "2"],
+                              capsys)
+    assert code == 0, err
+    assert (f"[CPU0] {snapshot} holds 3 finished epochs, all that --epochs 2 asks for: nothing "
+            f"left to train (a larger --epochs trains on)\n") in out
+    assert "Epoch:" not in out
+    assert "[CPU0] Training accuracy 1.0" in out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the snapshot lock uses fcntl (POSIX)")
+def test_a08_second_run_on_a_live_snapshot_stops_at_start(tmp_path):
+    snapshot = tmp_path / "snap.pt"
+    first = subprocess.Popen([sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--snapshot",
+                              str(snapshot), "--epochs", "100000", "--log-every", "1000"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=clean_env())
+    try:
+        deadline = time.monotonic() + 60
+        while not snapshot.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = run_script("a08_ddp_torchrun.py", "--snapshot", str(snapshot), cwd=tmp_path)
+        assert second.returncode == 1
+        assert one_error_line(second.stderr) == (
+            f"error: {snapshot}: another run is using this snapshot; wait for it to end, or "
+            f"give this one another --snapshot path")
+        assert "Epoch:" not in second.stdout
+    finally:
+        first.kill()
+        first.communicate()
+
+
+# 6. Fail before the work
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("a08_ddp_torchrun.py", ["--snapshot", "{tmp}"], "argument --snapshot: {tmp} is a folder"),
+    ("a05_training_loop.py", ["--plot", "{tmp}/no/such/plot.png"],
+     "argument --plot: {tmp}/no/such/plot.png: cannot write it (No such file or directory)"),
+])
+def test_paths_a_run_will_write_are_checked_before_it_trains(script, argv, message, tmp_path,
+                                                             capsys):
+    pytest.importorskip("matplotlib") if "--plot" in argv else None
+    argv = [arg.format(tmp=tmp_path) for arg in argv]
+    code, out, err = run_main(script, argv, capsys)
+    assert code == 2
+    assert message.format(tmp=tmp_path) in err.splitlines()[-1]
+    assert "Epoch" not in out
+
+
+def nobody():
+    """The user 'nobody', where this test runs as root and nobody can run this Python."""
+    try:
+        import pwd  # POSIX only
+        user = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
+    except (ImportError, KeyError):
+        return None
+    try:
+        subprocess.run([sys.executable, "-c", "import torch"], check=True, capture_output=True,
+                       preexec_fn=lambda: os.setuid(user.pw_uid)) if user else None
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return user
+
+
+@pytest.mark.skipif(nobody() is None, reason="needs root, and a user 'nobody' who can run this "
+                                             "Python and its torch (not where they lie under "
+                                             "/root) to act as a second user")
+def test_files_another_user_cannot_touch_are_one_line(tmp_path):
+    """As the user 'nobody': a folder it cannot write, a checkpoint it cannot read."""
+    user = nobody()
+    tmp_path.chmod(0o755)
+    (tmp_path / "model.pth").write_bytes(b"PK\x03\x04 not readable by nobody")
+    (tmp_path / "model.pth").chmod(0o600)
+
+    def as_nobody(*argv):
+        return subprocess.run([sys.executable, str(ROOT / "a06_save_load.py"), *argv],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env=clean_env(), preexec_fn=lambda: os.setuid(user.pw_uid))
+
+    write = as_nobody("--path", "mine.pth")
+    assert write.returncode == 2
+    assert write.stderr.splitlines()[-1].endswith(
+        "argument --path: mine.pth: cannot write it (Permission denied); choose another --path")
+    read = as_nobody("--load", "model.pth")
+    assert read.returncode == 1
+    assert one_error_line(read.stderr) == "error: model.pth: cannot read it (Permission denied)"
+
+
+# 7. One line for every number and file a user can get wrong
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("a05_training_loop.py", ["--lr", "1e308"], "argument --lr: '1e308' is too large"),
+    ("a07_gpu_single.py", ["--lr", "1e308"], "argument --lr: '1e308' is too large"),
+    ("a08_ddp_torchrun.py", ["--lr", "1e308"], "argument --lr: '1e308' is too large"),
+    ("a08_ddp_torchrun.py", ["--timeout", "1e300"], "argument --timeout: '1e300' is too large"),
+    ("a05_training_loop.py", ["--seed", str(2**64)], "argument --seed: '18446744073709551616' "
+                                                     "is too large"),
+])
+def test_numbers_torch_cannot_hold_are_usage_errors(script, argv, message, capsys):
+    code, _, err = run_main(script, argv, capsys)
+    assert code == 2
+    assert message in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("script, argv", [
+    ("a08_ddp_torchrun.py", ["--num-samples", str(10**12)]),
+    ("a07_gpu_single.py", ["--benchmark", "--sizes", str(10**7), "--device", "cpu"]),
+])
+def test_sizes_that_cannot_be_allocated_are_one_line(script, argv, capsys):
+    code, _, err = run_main(script, argv, capsys)
+    assert code == 1
+    assert one_error_line(err).startswith("error: not enough memory for what the flags ask")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_to_a_full_device_is_one_line(tmp_path):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, str(ROOT / "a01_tensors.py")], cwd=tmp_path,
+                                stdout=full, stderr=subprocess.PIPE, text=True, env=clean_env())
+    assert result.returncode == 1
+    assert one_error_line(result.stderr).startswith("error: no space left on the device")
+
+
+def test_a06_names_a_ddp_state_dict_and_an_a08_snapshot(tmp_path, capsys):
+    import torch
+
+    from common import NeuralNetwork
+    ddp_keys = {f"module.{k}": v for k, v in NeuralNetwork(2, 2).state_dict().items()}
+    torch.save(ddp_keys, tmp_path / "ddp.pth")
+    code, _, err = run_main("a06_save_load.py", ["--load", str(tmp_path / "ddp.pth")], capsys)
+    assert code == 1
+    assert "saved from a DistributedDataParallel model, whose keys start with 'module.'" \
+        in one_error_line(err)
+    snapshot = str(tmp_path / "snap.pt")
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--epochs", "1"],
+                    capsys)[0] == 0
+    code, _, err = run_main("a06_save_load.py", ["--load", snapshot], capsys)
+    assert code == 1
+    assert f"{snapshot}: an a08 snapshot, not a model's state_dict" in one_error_line(err)
