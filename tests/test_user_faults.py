@@ -3,6 +3,8 @@ that stop before the work (or with nothing written) when something is wrong, sig
 any moment, every launch variable checked, honest resumes, one line for every number and file."""
 
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +14,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, clean_env, free_port, needs_sigint, run_main, run_script
+from conftest import (
+    ROOT,
+    clean_env,
+    free_port,
+    needs_sigint,
+    needs_torchrun,
+    run_main,
+    run_script,
+    torchrun_command,
+)
 
 LONG_NAME = "m" * 250 + ".pth"  # fits a file system's 255 bytes, with no room for more
 
@@ -37,12 +48,13 @@ def test_a06_refuses_to_replace_what_is_not_a_regular_file(tmp_path, capsys):
     assert fifo.is_fifo()
 
 
-def test_a06_follows_a_symbolic_link_and_replaces_its_target(tmp_path):
+def test_a06_follows_a_symbolic_link_and_replaces_its_target(tmp_path, capsys, monkeypatch):
     target = tmp_path / "real.pth"
     target.write_bytes(b"old")
     (tmp_path / "link.pth").symlink_to(target)
-    result = run_script("a06_save_load.py", "--path", "link.pth", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main("a06_save_load.py", ["--path", "link.pth"], capsys)
+    assert code == 0, err
     assert (tmp_path / "link.pth").is_symlink()
     assert torch.load(target, weights_only=True).keys() == torch.nn.Sequential().state_dict(
         ).keys() | {f"layers.{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")}
@@ -196,7 +208,7 @@ def test_a08_fewer_epochs_than_done_trains_nothing_and_says_so(tmp_path, capsys)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the snapshot lock uses fcntl (POSIX)")
-def test_a08_second_run_on_a_live_snapshot_stops_at_start(tmp_path):
+def test_a08_second_run_on_a_live_snapshot_stops_at_start(tmp_path, capsys):
     snapshot = tmp_path / "snap.pt"
     first = subprocess.Popen([sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--snapshot",
                               str(snapshot), "--epochs", "100000", "--log-every", "1000"],
@@ -206,12 +218,12 @@ def test_a08_second_run_on_a_live_snapshot_stops_at_start(tmp_path):
         deadline = time.monotonic() + 60
         while not snapshot.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        second = run_script("a08_ddp_torchrun.py", "--snapshot", str(snapshot), cwd=tmp_path)
-        assert second.returncode == 1
-        assert one_error_line(second.stderr) == (
+        code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", str(snapshot)], capsys)
+        assert code == 1
+        assert one_error_line(err) == (
             f"error: {snapshot}: another run is using this snapshot; wait for it to end, or "
             f"give this one another --snapshot path")
-        assert "Epoch:" not in second.stdout
+        assert "Epoch:" not in out
     finally:
         first.kill()
         first.communicate()
@@ -324,3 +336,18 @@ def test_a06_names_a_ddp_state_dict_and_an_a08_snapshot(tmp_path, capsys):
     code, _, err = run_main("a06_save_load.py", ["--load", snapshot], capsys)
     assert code == 1
     assert f"{snapshot}: an a08 snapshot, not a model's state_dict" in one_error_line(err)
+
+
+@pytest.mark.stress
+@needs_torchrun
+@pytest.mark.skipif(shutil.which("head") is None, reason="needs head")
+def test_torchrun_piped_into_head_ends_promptly(tmp_path):
+    """head stops reading after 3 lines: the process whose write fails ends; torchrun then
+    sends SIGTERM to the other, which may be waiting in a collective, and it must obey."""
+    command = " ".join(shlex.quote(part) for part in torchrun_command(
+        2, "--epochs", "100000")) + " | head -3"
+    start = time.monotonic()
+    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120, env=clean_env() | {"OMP_NUM_THREADS": "1"})
+    assert time.monotonic() - start < 20
+    assert result.stdout.splitlines()[1] == "=== 9.3 Training with multiple GPUs ==="
