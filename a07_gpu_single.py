@@ -3,6 +3,7 @@
 Section 7's loop with 9.2's three changes (NEW): a device, the model and each batch moved to it.
 
 Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark (Exercise A.4)]
+     python a07_gpu_single.py --gpu-guides   (the two GPU articles, corrected)
 """
 
 import argparse
@@ -21,8 +22,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     extras.add_plot_flag(parser)  # EXTRA: --plot PATH
     extras.add_device_flag(parser)  # EXTRA: --device auto|cpu|cuda|mps
     extras.add_benchmark_flags(parser)  # EXTRA: --benchmark, --sizes (Exercise A.4)
+    extras.add_amp_flag(parser)  # EXTRA: --amp bf16|fp16
+    extras.add_gpu_guides_flag(parser)  # EXTRA: --gpu-guides: the two GPU articles
     args = parser.parse_args(argv)
     extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
+    extras.check_amp(parser, args.amp, extras.device_to_show(args.device).type)  # EXTRA
     return args
 
 
@@ -45,14 +49,16 @@ def section_9_1_tensors_on_device(device: torch.device | None) -> None:
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
-          device: torch.device) -> list[float]:  # NEW: the device to train on
+          device: torch.device,  # NEW: the device to train on
+          amp: str | None) -> list[float]:  # EXTRA: --amp
     losses = []  # EXTRA: kept for --plot
     for epoch in range(num_epochs):
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
             features, labels = features.to(device), labels.to(device)  # NEW: batch to device
-            logits = model(features)
-            loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
+            with extras.autocast(device, amp):  # EXTRA: --amp, mixed precision
+                logits = model(features)
+                loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
 
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
@@ -69,7 +75,8 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
     return losses
 
 
-def train_tutorial_model(args: argparse.Namespace) -> Trained:
+def train_tutorial_model(args: argparse.Namespace,
+                         amp: str | None) -> Trained:  # EXTRA: amp
     """Section 7's setup and loop."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
@@ -80,8 +87,14 @@ def train_tutorial_model(args: argparse.Namespace) -> Trained:
     device = args.device or device  # EXTRA: --device, where given, overrides the choice above
     model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    losses = train(model, train_loader, optimizer, args.epochs, device)
+    losses = train(model, train_loader, optimizer, args.epochs, device, amp)
     return Trained(model, train_loader, test_loader, losses, device)
+
+
+def train_and_score(args: argparse.Namespace, amp: str | None) -> tuple[list[float], float]:
+    """EXTRA: --gpu-guides trains section 9.2's model once more in each precision."""
+    trained = train_tutorial_model(args, amp)
+    return trained.losses, compute_accuracy(trained.model, trained.train_loader, trained.device)
 
 
 def main() -> None:
@@ -92,12 +105,15 @@ def main() -> None:
         extras.exercise_a4(args.sizes)
 
     extras.heading("9.2 Single-GPU training")
-    trained = train_tutorial_model(args)
+    trained = train_tutorial_model(args, args.amp)
     model, device = trained.model, trained.device
 
     extras.heading("9.2 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, trained.train_loader, device=device))
     print("Test accuracy:", compute_accuracy(model, trained.test_loader, device=device))
+
+    if args.gpu_guides:  # EXTRA: the two GPU articles, on the device chosen above
+        extras.run_gpu_articles(device, lambda amp: train_and_score(args, amp))
 
     if args.plot is not None:  # EXTRA: --plot
         extras.plot_training(trained.losses, model, args.plot)

@@ -27,10 +27,12 @@ def parse_args(argv: list[str] | None = None
     extras.add_training_flags(parser)
     extras.add_plot_flag(parser)  # EXTRA: --plot PATH
     extras.add_ddp_flags(parser)  # EXTRA: --device, --snapshot, --fast-batches, ...
+    extras.add_amp_flag(parser)  # EXTRA: --amp bf16|fp16
     args = parser.parse_args(argv)
     # EXTRA: torchrun's variables and the flags, checked before any process group exists
     launch = extras.check_ddp_flags(parser, args)
     device = extras.device_for_process(parser, args.device, launch)  # EXTRA: a GPU, or the CPU
+    extras.check_amp(parser, args.amp, device.type)  # EXTRA: fp16 needs CUDA
     return args, launch, device
 
 
@@ -83,15 +85,17 @@ def prepare_dataset(args: argparse.Namespace,
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int, device: torch.device,
-          snapshot: extras.Snapshot, log_every: int) -> list[float]:  # EXTRA: the last two
+          snapshot: extras.Snapshot, log_every: int,
+          amp: str | None) -> list[float]:  # EXTRA: the last three
     losses = []  # EXTRA: kept for --plot
     for epoch in range(snapshot.first_epoch, num_epochs):  # EXTRA: first_epoch > 0 on resume
         train_loader.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
             features, labels = features.to(device), labels.to(device)
-            logits = model(features)
-            loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
+            with extras.autocast(device, amp):  # EXTRA: --amp, mixed precision
+                logits = model(features)
+                loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
 
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
@@ -124,7 +128,7 @@ def train_tutorial_model(args: argparse.Namespace, device: torch.device,
     snapshot = extras.Snapshot(args.snapshot, model, optimizer, settings, args.epochs)  # EXTRA
     clock = extras.TrainingClock()  # EXTRA: the training time of all processes
     losses = train(model, train_loader, optimizer, args.epochs, device, snapshot,
-                   args.log_every)
+                   args.log_every, args.amp)
     return Trained(model, train_loader, test_loader, losses, device, clock.stop())
 
 

@@ -80,3 +80,27 @@ def test_a08_more_processes_than_gpus_is_refused(tmp_path):
         f"argument --device cuda: {GPUS + 1} processes on this machine but only {GPUS} GPU(s), "
         f"and NCCL refuses two processes on one GPU; start {GPUS} (--nproc_per_node={GPUS} or "
         f"--spawn {GPUS}), or use --device cpu")
+
+
+def test_a07_gpu_guides_on_cuda(tmp_path):
+    result = run_script("a07_gpu_single.py", "--gpu-guides", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    text = section(result.stdout, "GPU how-to and GPU guide: device basics")
+    assert "torch.cuda.current_device(): 0" in text
+    assert re.search(r"^x\.get_device\(\): 0", text, flags=re.M)
+    assert "x.to(\"cuda:0\"): tensor([4, 5, 6], device='cuda:0')" in text
+    mixed = section(result.stdout, "GPU guide: mixed precision")
+    assert re.search(r" float16: losses [\d., ]+; training accuracy 1\.0", mixed)
+    memory = section(result.stdout, "GPU guide: batch size, memory and gradient checkpointing")
+    assert "CUDA peak, plain" in memory
+    assert "Gradients with checkpointing equal those without: True" in memory
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_a07_and_a08_amp_on_cuda(amp, tmp_path):
+    a07 = run_script("a07_gpu_single.py", "--amp", amp, cwd=tmp_path)
+    assert a07.returncode == 0, a07.stderr
+    assert "Training accuracy: 1.0" in a07.stdout
+    a08 = run_script("a08_ddp_torchrun.py", "--spawn", str(GPUS), "--amp", amp, cwd=tmp_path,
+                     timeout=300)
+    ddp_lines_ok(a08, GPUS)

@@ -22,7 +22,9 @@ the tutorial's, and ours. Each module depends only on those above it in this tab
 | ddp_flags | a08's flags, checked with torchrun's variables before any process group exists |
 | reporting | a08's process names, training time and global accuracy |
 | snapshots | a08's ``--snapshot``: resume, and save after every epoch |
-| matmul_benchmark | Exercise A.4 (a07 ``--benchmark``) |
+| matmul_benchmark | Exercise A.4 (a07 ``--benchmark``), with the lower precisions |
+| precision | ``--amp`` (autocast), activation memory, gradient checkpointing |
+| gpu_guides | a07 ``--gpu-guides``: the two GPU articles, run and measured |
 | plotting | a05, a07 and a08 ``--plot`` |
 | walkthrough | ``python -m common.extras.walkthrough``: every script in order |
 """
@@ -38,9 +40,11 @@ from common.extras.devices import (
     explain_cpu_only,
 )
 from common.extras.errors import require_finite_loss
+from common.extras.gpu_guides import add_gpu_guides_flag, run_gpu_articles
 from common.extras.launcher import Launch
 from common.extras.matmul_benchmark import add_benchmark_flags, exercise_a4
 from common.extras.plotting import add_plot_flag, plot_training
+from common.extras.precision import add_amp_flag, autocast, check_amp
 from common.extras.rendezvous import (
     DDP_ENDING,
     free_model_and_wait_for_gloo,
@@ -55,12 +59,16 @@ __all__ = [
     "Launch",
     "Snapshot",
     "TrainingClock",
+    "add_amp_flag",
     "add_benchmark_flags",
     "add_ddp_flags",
     "add_device_flag",
+    "add_gpu_guides_flag",
     "add_plot_flag",
     "add_training_flags",
     "atomic_path",
+    "autocast",
+    "check_amp",
     "check_batch_fits",
     "check_ddp_flags",
     "check_writable",
@@ -80,6 +88,7 @@ __all__ = [
     "report_summary",
     "require_finite_loss",
     "run",
+    "run_gpu_articles",
     "spawn",
     "store_for_this_attempt",
 ]

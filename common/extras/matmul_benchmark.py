@@ -29,14 +29,14 @@ BOOK_CASE = (100, 200, 300)  # Exercise A.4's solution: a 100x200 by 200x300 pro
 
 
 def time_matmul(shape: tuple[int, int, int], device: torch.device,
-                min_run_time: float = 0.2) -> float:
-    """Median seconds of one float32 (m x k) @ (k x n) product on ``device``, shape (m, k, n)."""
+                min_run_time: float = 0.2, dtype: torch.dtype = torch.float32) -> float:
+    """Median seconds of one (m x k) @ (k x n) product on ``device``, shape (m, k, n)."""
     from torch.utils import benchmark  # here: its import is slow, and noisy on some torch
 
     m, k, n = shape
     generator = torch.Generator().manual_seed(m)
-    a = torch.rand(m, k, generator=generator).to(device)
-    b = torch.rand(k, n, generator=generator).to(device)
+    a = torch.rand(m, k, generator=generator).to(device, dtype)
+    b = torch.rand(k, n, generator=generator).to(device, dtype)
     (a @ b).sum().item()  # warm-up: first call pays for kernel selection and allocation
     timer = benchmark.Timer(stmt="a @ b", globals={"a": a, "b": b})
     return timer.blocked_autorange(min_run_time=min_run_time).median
@@ -100,8 +100,46 @@ def exercise_a4(sizes: tuple[int, ...]) -> None:
     print(format_table(rows, accelerator))
     if accelerator is None:
         print("No accelerator on this machine, so there is no second column to compare with.")
-        return
+    else:
+        report_crossover(rows, accelerator)
+    precision_table(max(sizes), accelerator or torch.device("cpu"))
+
+
+def report_crossover(rows: list[Row], accelerator: torch.device) -> None:
     size = crossover(rows)
     name = accelerator.type.upper()
     print(f"The {name} wins from size {size} on." if size else
           f"The {name} did not win at any size measured.")
+
+
+def lower_precisions(device: torch.device) -> list[tuple[str, torch.dtype, bool]]:
+    """(name, dtype, TF32 on) of what this device multiplies fast beyond float32: TF32 on the
+    tensor cores of CUDA GPUs from Ampere on; bfloat16 where supported; float16 on GPUs (a
+    CPU multiplies it without a fast path, orders of magnitude slower)."""
+    cuda = device.type == "cuda"
+    found = []
+    if cuda and torch.cuda.get_device_capability(device) >= (8, 0):
+        found.append(("TF32", torch.float32, True))
+    if not cuda or torch.cuda.is_bf16_supported():
+        found.append(("bfloat16", torch.bfloat16, False))
+    if device.type != "cpu":
+        found.append(("float16", torch.float16, False))
+    return found
+
+
+def precision_table(size: int, device: torch.device) -> None:
+    """The GPU guide's tensor cores and mixed precision, timed: one size x size product in
+    each precision the device supports, with its speed-up over float32."""
+    heading(f"GPU guide: tensor cores and lower precisions ({device.type}, {size} x {size})")
+    base = time_matmul((size,) * 3, device)
+    print(f"{'float32':>9}: {base * 1e3:9.3f} ms")
+    for name, dtype, tf32 in lower_precisions(device):
+        previous = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            seconds = time_matmul((size,) * 3, device, dtype=dtype)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
+        print(f"{name:>9}: {seconds * 1e3:9.3f} ms, {base / seconds:5.1f}x float32's speed")
+    if device.type != "cuda":
+        print("TF32 and float16 tensor cores: CUDA GPUs only (not here).")

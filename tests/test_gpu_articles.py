@@ -1,0 +1,148 @@
+"""a07 --gpu-guides and --amp: the two GPU articles, corrected, on the CPU (every machine);
+tests/test_gpu.py runs them on CUDA."""
+
+import re
+
+import pytest
+import torch
+
+from common.extras.precision import Blocks, checkpointed_gradients_match, training_step_memory
+from common.gpu_articles import ConvNet, LSTMGenerator, RNNClassifier, TransformerLM
+from conftest import run_main, run_script, section
+from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
+
+HEADINGS = ["GPU how-to and GPU guide: device basics",
+            "GPU how-to: DataParallel and DistributedDataParallel",
+            "GPU guide: mixed precision",
+            "GPU guide: batch size, memory and gradient checkpointing",
+            "GPU guide: four architectures, corrected"]
+
+
+@pytest.fixture(scope="module")
+def guides(tmp_path_factory):
+    result = run_script("a07_gpu_single.py", "--gpu-guides", "--device", "cpu", "--benchmark",
+                        "--sizes", "64,256", cwd=tmp_path_factory.mktemp("guides"))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_the_tutorials_output_comes_first_and_unchanged(guides):
+    assert loss_lines(section(guides, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(guides,
+                                                                    "9.2 compute_accuracy")
+    positions = [guides.index(f"=== {h}") for h in HEADINGS]
+    assert positions == sorted(positions)
+    assert positions[0] > guides.index("=== 9.2 compute_accuracy")
+
+
+def test_device_basics_on_the_cpu(guides):
+    text = section(guides, HEADINGS[0])
+    assert "x.get_device(): -1" in text
+    assert "torch.tensor([4, 5, 6], device=device).device: cpu\n" in text
+    if not torch.cuda.is_available():
+        assert "current_device() and get_device_name(0) would name GPU 0 (no CUDA" in text
+        assert 'x.to("cuda:0") (no such GPU) fails: Torch not compiled with CUDA enabled' in text
+    assert "(1, 3, 224, 224) -> (1, 64, 224, 224), back on cpu" in text
+
+
+def test_data_parallel_output_shape(guides):
+    text = section(guides, HEADINGS[1])
+    assert "LinearRegression(\n  (linear): Linear(in_features=2, out_features=5, bias=True)\n)" \
+        in text
+    assert re.search(r"nn\.DataParallel over \d+ GPU\(s\), a batch of 8: output \(8, 5\)", text)
+    assert "DistributedDataParallelCPU: a deprecated alias" in text
+
+
+def test_mixed_precision_bf16_reaches_accuracy_1(guides):
+    text = section(guides, HEADINGS[2])
+    assert "float32: losses 0.75, 0.65, 0.44, 0.13, 0.03, 0.00; training accuracy 1.0" in text
+    assert re.search(r"bfloat16: losses 0\.7\d, [\d., ]+; training accuracy 1\.0", text)
+    assert "torch.cuda.amp, which the guide names, is deprecated" in text
+
+
+def memory_rows(text: str) -> dict[int, tuple[float, float, float]]:
+    rows = re.findall(r"^ +(\d+) \| +([\d.]+) \| +([\d.]+) \| +([\d.]+)", text, flags=re.M)
+    return {int(batch): tuple(map(float, values)) for batch, *values in rows}
+
+
+def test_memory_grows_with_batch_and_checkpointing_lowers_it(guides):
+    text = section(guides, HEADINGS[3])
+    rows = memory_rows(text)
+    assert list(rows) == [64, 256, 1024]
+    plain = [rows[b][0] for b in rows]
+    assert plain == sorted(plain) and plain[0] < plain[-1]
+    for plain_mb, checkpointed_mb, bf16_mb in rows.values():
+        assert checkpointed_mb < plain_mb and bf16_mb < plain_mb
+    assert "Gradients with checkpointing equal those without: True" in text
+
+
+def test_checkpointing_in_process():
+    model = Blocks(width=64, depth=3)
+    assert checkpointed_gradients_match(model, torch.device("cpu"))
+    plain = training_step_memory(model, 128, torch.device("cpu"))[0]
+    model.checkpointed = True
+    assert training_step_memory(model, 128, torch.device("cpu"))[0] < plain
+
+
+def test_four_architectures_output_shapes(guides):
+    text = section(guides, HEADINGS[4])
+    assert "ConvNet(num_classes=10): 422,218 parameters; input (4, 3, 32, 32) -> output (4, 10)" \
+        in text
+    assert "input (4, 7) -> output (4, 5)" in text  # RNNClassifier: batch first
+    assert "input (4, 7) -> output (4, 1000)" in text  # LSTMGenerator
+    assert "input (4, 16) -> output (4, 16, 1000)" in text  # TransformerLM
+
+
+@pytest.mark.parametrize("size", [28, 32, 224])
+def test_convnet_takes_any_image_size(size):
+    assert ConvNet(10)(torch.randn(2, 3, size, size)).shape == (2, 10)
+
+
+def test_rnn_reads_batch_first():
+    assert RNNClassifier(50, 8, 16, 3)(torch.randint(0, 50, (4, 7))).shape == (4, 3)
+
+
+def test_lstm_builds_its_own_initial_states():
+    assert LSTMGenerator(50, 8, 16, 2)(torch.randint(0, 50, (4, 7))).shape == (4, 50)
+
+
+def test_transformer_causal_mask_hides_later_tokens():
+    torch.manual_seed(0)
+    model = TransformerLM(100, 32, 4, 2, 16).eval()
+    tokens = torch.randint(0, 100, (2, 16))
+    changed = tokens.clone()
+    changed[:, 10] = (changed[:, 10] + 1) % 100
+    with torch.no_grad():
+        before, after = model(tokens), model(changed)
+    assert torch.allclose(before[:, :10], after[:, :10], atol=1e-6)  # t < 10: unchanged
+    assert not torch.allclose(before[:, 10:], after[:, 10:])  # t >= 10 sees the change
+
+
+@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
+def test_amp_bf16_trains_to_accuracy_1(script, capsys):
+    code, out, err = run_main(script, ["--amp", "bf16", "--device", "cpu"], capsys)
+    assert code == 0, err
+    assert "Training accuracy 1.0" in out.replace(":", "")
+    assert len([line for line in out.splitlines() if "Train/Val Loss" in line]) == 6
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 runs where there is CUDA")
+@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
+def test_amp_fp16_without_cuda_names_bf16(script, capsys):
+    code, _, err = run_main(script, ["--amp", "fp16"], capsys)
+    assert code == 2
+    assert err.splitlines()[-1].endswith(
+        "argument --amp: fp16 needs a CUDA GPU (this run trains on cpu); use --amp bf16, "
+        "which runs everywhere")
+
+
+def test_default_a07_is_the_tutorials(default_run):
+    assert loss_lines(section(default_run("a07_gpu_single.py").stdout,
+                              "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
+    assert "GPU guide" not in default_run("a07_gpu_single.py").stdout
+
+
+def test_benchmark_shows_the_lower_precisions(guides):
+    text = section(guides, "GPU guide: tensor cores and lower precisions")
+    assert re.search(r"^ +float32: +[\d.]+ ms$", text, flags=re.M)
+    assert re.search(r"^ +bfloat16: +[\d.]+ ms, +[\d.]+x float32's speed$", text, flags=re.M)
