@@ -22,9 +22,10 @@ NOT_RUN_HERE = {
     "sbatch a08.sbatch": "tests/test_slurm.py submits the README's script to a real SLURM",
     "python a06_save_load.py --load PATH": "PATH is yours; tests/test_faults.py runs it",
     "sudo apt install python3-venv": "changes the system; Debian and Ubuntu only",
+    "%pip install -q .": "a notebook's own pip; in a terminal, `pip install .` (run)",
 }
 PROMPTS = ("python ", "torchrun ", "pip ", "source ", "diff ", "sbatch ", "sudo ",
-           "OMP_NUM_THREADS=")
+           "OMP_NUM_THREADS=", "%pip ")
 
 
 def readme() -> str:
@@ -42,7 +43,8 @@ def readme_commands() -> list[str]:
             continue
         commands += [line.split(" #")[0] for line in block.splitlines()]
     prose = re.sub(r"```.*?```", "", text, flags=re.S)
-    commands += [span for span in re.findall(r"`([^`]+)`", prose) if span.startswith(PROMPTS)]
+    spans = [span.removeprefix("!") for span in re.findall(r"`([^`]+)`", prose)]  # "!": a cell
+    commands += [span for span in spans if span.startswith(PROMPTS)]
     return list(dict.fromkeys(" ".join(c.split()) for c in commands if c.strip()))
 
 
