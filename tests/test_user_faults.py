@@ -192,6 +192,7 @@ def test_a08_resume_with_other_settings_names_them(tmp_path, capsys):
         f"error: {snapshot} was made with --lr 0.5 (asked: 0.1), --batch-size 2 (asked: 1): "
         f"resume with its settings, or move it away to start afresh (the number of processes "
         f"may change)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snap.pt"]  # no lock file left
 
 
 def test_a08_fewer_epochs_than_done_trains_nothing_and_says_so(tmp_path, capsys):

@@ -7,8 +7,10 @@ stops at once instead of continuing the first one's training and overwriting it 
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+import weakref
+from typing import IO, Any
 
 import torch
 import torch.distributed as dist
@@ -35,7 +37,6 @@ class Snapshot:
         self.model = unwrap(model)  # its state_dict without DDP's "module." prefix
         self.optimizer = optimizer
         self.settings = settings
-        self._lock = None
         completed = self._restore()
         self.first_epoch = min(completed, epochs)
         if not completed:
@@ -102,15 +103,25 @@ class Snapshot:
         return payload
 
     def _take_lock(self) -> bool:
-        """An exclusive lock on a file beside the snapshot, held until this process ends (the
-        system releases it even after kill -9, so a crashed run never blocks the next)."""
+        """An exclusive lock on a file beside the snapshot, held while this Snapshot lives
+        (the system releases it even after kill -9, so a crashed run never blocks the next;
+        only its empty lock file stays)."""
         if fcntl is None:
             return True
         folder, name = os.path.split(os.path.abspath(self.path))
-        self._lock = open(os.path.join(folder, f".{name}.lock"), "a")  # noqa: SIM115
+        path = os.path.join(folder, f".{name}.lock")
+        lock = open(path, "a")  # noqa: SIM115
         try:
-            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            self._lock.close()
+            lock.close()
             return False
+        weakref.finalize(self, _release, lock, path)
         return True
+
+
+def _release(lock: IO[str], path: str) -> None:
+    """Remove the lock file while still holding the lock, then let go of it."""
+    with contextlib.suppress(OSError):
+        os.remove(path)
+    lock.close()
