@@ -211,8 +211,8 @@ def test_a08_unusable_snapshot_is_one_line(tmp_path, capsys):
 
 
 def test_a08_error_frees_the_ddp_model_before_leaving_the_group(tmp_path, capsys, monkeypatch):
-    """The error's traceback holds a08's DDP model; freed after its process group, it hung the
-    test run (1 in 6). run() must let it go before destroy_process_group()."""
+    """The error's traceback holds a08's DDP model, and a DDP model freed after its process
+    group may hang: leaving the group after an error must let the model go first."""
     import gc
 
     import torch.distributed as dist

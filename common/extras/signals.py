@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -47,18 +48,20 @@ class Interruption:
 class SignalWatchdog:
     """Python runs a signal handler only between bytecodes of the main thread; while torch
     waits inside C++ (for peers to join, in a collective, at exit) Ctrl-C and SIGTERM would
-    wait too, up to --timeout. Python also writes every signal's number to a "wakeup" pipe,
+    wait too, up to --timeout. Python also writes every signal's number to a "wakeup" socket,
     at once, from C: this thread reads it, and if the main thread has not ended within
-    GRACE_SECONDS, says the usual line and ends the process itself."""
+    GRACE_SECONDS, says the usual line and ends the process itself. (A socket pair, not a
+    pipe: on Windows the wakeup file descriptor must be a socket.)"""
 
     def __init__(self, interruption: Interruption, previous_sigterm: Any) -> None:
         self.interruption = interruption
         self.finished = threading.Event()
         self.previous_sigterm = previous_sigterm
         self.sigterm_arrived = False
-        self.read_fd, self.write_fd = os.pipe()
-        os.set_blocking(self.write_fd, False)
-        self.previous_wakeup = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+        self.reader, self.writer = socket.socketpair()
+        self.writer.setblocking(False)
+        self.previous_wakeup = signal.set_wakeup_fd(self.writer.fileno(),
+                                                    warn_on_full_buffer=False)
         self.thread = threading.Thread(target=self._watch, name="signal-watchdog", daemon=True)
         self.thread.start()
 
@@ -77,7 +80,7 @@ class SignalWatchdog:
 
     def _watch(self) -> None:
         while True:
-            received = os.read(self.read_fd, 1)
+            received = self.reader.recv(1)
             if not received or received[0] == 0:  # stop() wrote 0: the script is over
                 return
             signum = received[0]
@@ -94,7 +97,7 @@ class SignalWatchdog:
         signal.set_wakeup_fd(self.previous_wakeup)
         signal.signal(signal.SIGTERM, self.previous_sigterm)
         self.finished.set()
-        os.write(self.write_fd, b"\0")
+        self.writer.send(b"\0")
         self.thread.join()
-        os.close(self.read_fd)
-        os.close(self.write_fd)
+        self.reader.close()
+        self.writer.close()
