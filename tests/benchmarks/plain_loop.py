@@ -29,7 +29,7 @@ def main() -> None:
         snapshot = Snapshot(None, model, optimizer, {}, args.epochs)
         clock = TrainingClock()
         losses = a08.train(model, train_loader, optimizer, args.epochs, device, snapshot,
-                           args.log_every)
+                           args.log_every, args.amp)
         # a08's timing line (and its global accuracy)
         report_summary(clock.stop(), len(losses), args.batch_size, model, train_loader,
                        test_loader, device)
