@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork
-from common.extras import run, store_for_this_attempt
+from common.extras import DDP_ENDING, free_model_and_wait_for_gloo, run, store_for_this_attempt
 
 WARM_UP_STEPS = 5
 PHASES = ("fetch", "forward", "backward", "sync wait", "optimizer", "step")
@@ -74,35 +74,39 @@ def summary(values: list[float]) -> str:
             f"p90 {values[len(values) * 9 // 10]:.2f} ms")
 
 
+def profile(args, env) -> None:
+    """Train and report; the DDP model lives and dies in here."""
+    loader = a08.prepare_dataset(args, env.world_size)[0]
+    torch.manual_seed(args.seed)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    if env.launched:
+        model = DDP(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    phases, marks = profile_steps(model, loader, optimizer, args.epochs)
+    run = f"DDP rank {env.rank} of {env.world_size}" if env.launched else "plain"
+    means = (f"{name} {statistics.mean(column) * 1e3:.2f}"
+             for name, column in zip(PHASES, zip(*phases, strict=True), strict=True))
+    print(f"{run}, batch {args.batch_size}, {len(phases)} steps, mean ms: "
+               + ", ".join(means))
+    all_marks = [None] * env.world_size
+    dist.all_gather_object(all_marks, marks)
+    if env.launched and env.rank == 0:  # the same clock for every process: one machine
+        steps = list(zip(*all_marks, strict=True))
+        gap = [max(r[0] for r in s) - min(r[0] for r in s) for s in steps]
+        allreduce = [min(r[1] for r in s) - max(r[0] for r in s) for s in steps]
+        print(f"  gradients ready, gap between the processes: {summary(gap)}")
+        print(f"  all-reduce, from the last process ready to the first done: "
+                   f"{summary(allreduce)}")
+
+
 def main() -> None:
     args, env, _ = a08.parse_args()
     dist.init_process_group("gloo", rank=env.rank, world_size=env.world_size,
                             store=store_for_this_attempt(env, args.timeout))
-    try:
-        loader = a08.prepare_dataset(args, env.world_size)[0]
-        torch.manual_seed(args.seed)
-        model = NeuralNetwork(num_inputs=2, num_outputs=2)
-        if env.launched:
-            model = DDP(model)
-        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-        phases, marks = profile_steps(model, loader, optimizer, args.epochs)
-        run = f"DDP rank {env.rank} of {env.world_size}" if env.launched else "plain"
-        means = (f"{name} {statistics.mean(column) * 1e3:.2f}"
-                 for name, column in zip(PHASES, zip(*phases, strict=True), strict=True))
-        print(f"{run}, batch {args.batch_size}, {len(phases)} steps, mean ms: "
-                   + ", ".join(means))
-        all_marks = [None] * env.world_size
-        dist.all_gather_object(all_marks, marks)
-        if env.launched and env.rank == 0:  # the same clock for every process: one machine
-            steps = list(zip(*all_marks, strict=True))
-            gap = [max(r[0] for r in s) - min(r[0] for r in s) for s in steps]
-            allreduce = [min(r[1] for r in s) - max(r[0] for r in s) for s in steps]
-            print(f"  gradients ready, gap between the processes: {summary(gap)}")
-            print(f"  all-reduce, from the last process ready to the first done: "
-                       f"{summary(allreduce)}")
-    finally:
-        dist.destroy_process_group()
+    profile(args, env)
+    free_model_and_wait_for_gloo()  # as a08 does: a DDP model outliving its group may abort
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    run(main)
+    run(main, DDP_ENDING)  # after an error, the group is left as a08 leaves it
