@@ -8,6 +8,8 @@ accelerator around each measurement, repeats, and reports the median.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 from dataclasses import dataclass
 
 import torch
@@ -31,7 +33,8 @@ BOOK_CASE = (100, 200, 300)  # Exercise A.4's solution: a 100x200 by 200x300 pro
 def time_matmul(shape: tuple[int, int, int], device: torch.device,
                 min_run_time: float = 0.2, dtype: torch.dtype = torch.float32) -> float:
     """Median seconds of one (m x k) @ (k x n) product on ``device``, shape (m, k, n)."""
-    from torch.utils import benchmark  # here: its import is slow, and noisy on some torch
+    with contextlib.redirect_stderr(io.StringIO()):  # torch 2.4 prints a CUDA_HOME notice
+        from torch.utils import benchmark  # here, not at the top: its import is slow
 
     m, k, n = shape
     generator = torch.Generator().manual_seed(m)
