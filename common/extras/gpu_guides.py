@@ -5,6 +5,7 @@ line. The articles' models are in common/gpu_articles.py; this is the running an
 from __future__ import annotations
 
 import argparse
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -40,7 +41,10 @@ def run_gpu_articles(device: torch.device,
     device_basics(device)
     data_parallel(device)
     mixed_precision(device, train)
-    memory_and_checkpointing(device)
+    with warnings.catch_warnings():  # torch 2.4's checkpoint uses its own deprecated autocast
+        warnings.filterwarnings("ignore", message=r".*torch\.cpu\.amp\.autocast",
+                                category=FutureWarning)
+        memory_and_checkpointing(device)
     four_architectures(device)
 
 
