@@ -131,12 +131,12 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
             print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _stdout_to_null()
         sys.exit(1)
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # it may be the one full
+        _stdout_to_null()  # it may be the full one
         print(f"error: no space left on the device ({err.filename or 'the output'}); free some "
               f"space, or write elsewhere", file=sys.stderr)
         sys.exit(1)
@@ -166,6 +166,14 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
             if watchdog:
                 watchdog.stop()
             interruption.close()
+
+
+def _stdout_to_null() -> None:
+    """Where stdout can take no more, point it at the null device, so that Python's own flush
+    at exit does not fail on it again."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
 
 
 _NO_MEMORY = ("error: not enough memory for what the flags ask (--num-samples, --batch-size, "

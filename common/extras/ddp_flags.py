@@ -14,7 +14,13 @@ import torch
 from common.extras.checkpoint import check_writable
 from common.extras.cli import positive_float, positive_int
 from common.extras.data import gives_full_batches, samples_needed
-from common.extras.launcher import Launch, is_spawned_worker, read_launch, spawn_launch
+from common.extras.launcher import (
+    Launch,
+    is_spawned_worker,
+    read_launch,
+    spawn_launch,
+    started_by_torchrun,
+)
 
 
 def seconds(text: str) -> timedelta:
@@ -53,7 +59,7 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
 def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Launch:
     """This process's place among the processes (torchrun's variables, or what --spawn N will
     give its workers), after the usage errors that no single flag's type can find."""
-    if args.spawn and "RANK" in os.environ and not is_spawned_worker():
+    if args.spawn and started_by_torchrun():
         parser.error("argument --spawn: torchrun already started the processes; use one or "
                      "the other")
     launch = spawn_launch(args.spawn) if args.spawn and not is_spawned_worker() else read_launch()

@@ -114,6 +114,11 @@ def is_first_process(environ: Mapping[str, str] = os.environ) -> bool:
     return launch_for_messages(environ).rank == 0
 
 
+def started_by_torchrun(environ: Mapping[str, str] = os.environ) -> bool:
+    """torchrun (or a user by hand) set the launch variables, not a08 --spawn."""
+    return "RANK" in environ and not is_spawned_worker(environ)
+
+
 def is_spawned_worker(environ: Mapping[str, str] = os.environ) -> bool:
     """A process that a08 --spawn started (its parent speaks for it on Ctrl-C)."""
     return SPAWN_STORE_VARIABLE in environ

@@ -13,6 +13,8 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
+from common import NeuralNetwork, compute_accuracy, toy_loaders
+
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -96,8 +98,7 @@ def training_step_memory(model: Blocks, batch_size: int, device: torch.device,
 
 def checkpointed_gradients_match(model: Blocks, device: torch.device) -> bool:
     """The gradients with checkpointing equal those without: recomputing gives the same."""
-    x = torch.randn(16, model.blocks[0][0].in_features, device=device,
-                    generator=None)
+    x = torch.randn(16, model.blocks[0][0].in_features, device=device)
     grads = []
     for checkpointed in (False, True):
         model.checkpointed = checkpointed
@@ -109,13 +110,11 @@ def checkpointed_gradients_match(model: Blocks, device: torch.device) -> bool:
     return all(torch.equal(a, b) for a, b in zip(*grads, strict=True))
 
 
-def train_float16_with_scaler(seed: int, epochs: int, device: torch.device) -> tuple[list[float],
-                                                                                   float]:
+def train_float16_with_scaler(seed: int, epochs: int,
+                              device: torch.device) -> tuple[list[float], float]:
     """The GPU guide's float16 recipe on section 9.2's model and data (CUDA): autocast, and
     ``torch.amp.GradScaler``, which multiplies the loss before backward so that small float16
     gradients do not round to zero, and divides them again before the step."""
-    from common import NeuralNetwork, compute_accuracy, toy_loaders
-
     train_loader, _ = toy_loaders()
     torch.manual_seed(seed)
     model = NeuralNetwork(2, 2).to(device)
