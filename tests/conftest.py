@@ -45,6 +45,13 @@ def clean_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
+def rank_env(rank: int, port: int) -> dict:
+    """The variables torchrun would set for one of two processes on this machine."""
+    return clean_env() | {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+                          "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                          "MASTER_PORT": str(port)}
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct ports that were free a moment ago (held together while choosing)."""
     sockets = [socket.socket() for _ in range(count)]

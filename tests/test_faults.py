@@ -20,6 +20,7 @@ from conftest import (
     needs_proc,
     needs_sigint,
     needs_torchrun,
+    rank_env,
     run_main,
     run_script,
     torchrun_command,
@@ -346,13 +347,6 @@ def test_a08_hung_peer_ends_within_the_timeout(tmp_path):
                 os.kill(pid, signal.SIGKILL)
     assert launcher.returncode != 0
     assert time.monotonic() - start < 90
-
-
-def rank_env(rank: int, port: int) -> dict:
-    """The variables torchrun would set for one of two processes on this machine."""
-    return clean_env() | {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-                          "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-                          "MASTER_PORT": str(port)}
 
 
 def test_a08_unreachable_master_is_one_line(tmp_path):

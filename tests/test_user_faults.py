@@ -20,6 +20,7 @@ from conftest import (
     free_port,
     needs_sigint,
     needs_torchrun,
+    rank_env,
     run_main,
     run_script,
     torchrun_command,
@@ -101,8 +102,7 @@ def test_a_diverged_run_stops_with_one_line(script, capsys):
 
 def a08_waiting_for_a_peer(tmp_path: Path) -> subprocess.Popen:
     """Process 0 of 2, whose peer never comes: it waits inside torch's C++ store code."""
-    env = clean_env() | {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-                         "MASTER_PORT": str(free_port())}
+    env = rank_env(0, free_port())
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--timeout", "120"], cwd=tmp_path,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -171,9 +171,8 @@ def test_a08_bad_launch_variable_is_one_line_at_once(variables, message, capsys,
 
 
 def test_a08_too_short_timeout_is_named_as_one(tmp_path):
-    env = clean_env() | {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-                         "MASTER_PORT": str(free_port())}
-    result = run_script("a08_ddp_torchrun.py", "--timeout", "1", cwd=tmp_path, env=env)
+    result = run_script("a08_ddp_torchrun.py", "--timeout", "1", cwd=tmp_path,
+                        env=rank_env(0, free_port()))
     assert result.returncode == 1
     assert "waited --timeout for the other processes" in one_error_line(result.stderr)
     assert "only 1 of 2 joined" in result.stderr and "firewall" not in result.stderr
