@@ -150,7 +150,7 @@ def main() -> None:
     name = extras.process_name(device)  # NEW: [GPU0], [GPU1], ... (on CPUs: [CPU0], ...)
     print(f"{name} Training accuracy", compute_accuracy(model, trained.train_loader, device=device))
     print(f"{name} Test accuracy", compute_accuracy(model, trained.test_loader, device=device))
-    # EXTRA: rank 0's time and global accuracy, after every process's own lines
+    # EXTRA: rank 0's time, global accuracy and whether all hold the same parameters, last
     extras.report_summary(trained.seconds, len(trained.losses), args.batch_size, model,
                           trained.train_loader, trained.test_loader, device)
 

@@ -166,7 +166,8 @@ SHIMS = ROOT / "tests" / "shims"
 
 def shim_env(name: str) -> dict:
     """clean_env() with a test shim from tests/shims/ on PYTHONPATH (see each one's docstring):
-    ``no_libuv`` (torch's Windows wheels), ``spawn_start`` (macOS and Windows start methods)."""
+    ``no_libuv`` (torch's Windows wheels), ``spawn_start`` (macOS and Windows start methods),
+    ``no_grad_averaging`` (a DDP that trains each process's copy on its own)."""
     env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS / name),
                                                       env.get("PYTHONPATH")]))

@@ -91,6 +91,24 @@ def test_a06_section_8_restored_model_predicts_the_same(a06):
     assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in text
 
 
+def test_a06_saved_and_restored_models_equal_the_trained_one(a06, capsys):
+    """Tensor for tensor: the file holds the trained weights, and loading puts them back."""
+    import torch
+
+    import a05_training_loop
+    import a06_save_load
+    cwd, _ = a06
+    trained = a05_training_loop.train_tutorial_model(a05_training_loop.parse_args([])).model
+    saved = torch.load(cwd / "model.pth", weights_only=True)
+    restored = a06_save_load.load(str(cwd / "model.pth")).state_dict()
+    capsys.readouterr()
+    expected = trained.state_dict()
+    assert list(saved) == list(restored) == list(expected)
+    for name, tensor in expected.items():
+        assert torch.equal(saved[name], tensor), name
+        assert torch.equal(restored[name], tensor), name
+
+
 def test_a06_load_restores_without_training(a06):
     cwd, _ = a06
     result = run_script("a06_save_load.py", "--load", "model.pth", cwd=cwd)

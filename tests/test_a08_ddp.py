@@ -5,7 +5,12 @@ import subprocess
 import sys
 
 import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
 
+import a08_ddp_torchrun as a08
+from common import NeuralNetwork
 from conftest import (
     ON_WINDOWS,
     ROOT,
@@ -26,6 +31,8 @@ TRAIN_ACC = re.compile(r"^\[CPU(\d+)\] Training accuracy (\S+)$")
 TEST_ACC = re.compile(r"^\[CPU(\d+)\] Test accuracy (\S+)$")
 GLOBAL = re.compile(r"^Global (training|test) accuracy over all (\d+) processes: "
                     r"(\S+) \((\d+) of (\d+) examples\)$")
+SAME = re.compile(r"^Parameters identical in all (\d+) processes: (True|False) "
+                  r"\(what averaging the gradients promises\)$")
 HEADER = re.compile(r"^(|=== 9\.3 .*|PyTorch version: .*|CUDA available: .*|"
                     r"Number of GPUs available: .*|Processes: .*|Note: .*|"
                     r"Training time: [\d.]+ s for \d+ samples, \d+ samples/s over all "
@@ -34,7 +41,7 @@ HEADER = re.compile(r"^(|=== 9\.3 .*|PyTorch version: .*|CUDA available: .*|"
 
 def parse(stdout: str) -> dict:
     """Every stdout line must be one whole line of a known kind; spliced lines fail here."""
-    out = {"loss": {}, "train_acc": {}, "test_acc": {}, "global": [], "header": []}
+    out = {"loss": {}, "train_acc": {}, "test_acc": {}, "global": [], "same": [], "header": []}
     for line in stdout.splitlines():
         if m := LOSS.match(line):
             out["loss"].setdefault(int(m[1]), []).append((int(m[2]), float(m[3])))
@@ -44,6 +51,8 @@ def parse(stdout: str) -> dict:
             out["test_acc"].setdefault(int(m[1]), []).append(m[2])
         elif m := GLOBAL.match(line):
             out["global"].append(m.groups())
+        elif m := SAME.match(line):
+            out["same"].append(m.groups())
         elif HEADER.match(line):
             out["header"].append(line)
         else:
@@ -59,20 +68,28 @@ NPROCS = [2, 3]  # side by side in the default run; 1, 5 and 8 processes with th
 STRESS_NPROCS = [1, 5, 8]
 SPAWN = "--spawn"  # a key ("--spawn", N): python a08_ddp_torchrun.py --spawn N, no torchrun
 NO_LIBUV = "torchrun, TCPStore without libuv"  # the simulation's own check: torchrun fails
-DEFAULT_RUNS = [(SPAWN, 2)] if ON_WINDOWS else [*NPROCS, (SPAWN, 2)]
+NO_AVERAGING = "--spawn 2, DDP without gradient averaging"  # the identical-parameters check's
+DEFAULT_RUNS = [(SPAWN, 2), NO_AVERAGING] if ON_WINDOWS else [*NPROCS, (SPAWN, 2), NO_AVERAGING]
+# the runs that also keep their final weights (--snapshot), for the equivalence test below
+SNAPSHOT = "final.pth"
+WITH_SNAPSHOT = {(SPAWN, 2): 2, **({} if ON_WINDOWS else {3: 3})}  # key -> processes
 
 
 def launch_command(key, port: int) -> list[str]:
     if key == NO_LIBUV:
         return torchrun_command(2, port=port)
-    if isinstance(key, tuple):
-        return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), SPAWN, str(key[1])]
-    return torchrun_command(key, port=port)
+    snapshot = ("--snapshot", SNAPSHOT) if key in WITH_SNAPSHOT else ()
+    if key == NO_AVERAGING or isinstance(key, tuple):
+        return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), SPAWN, "2", *snapshot]
+    return torchrun_command(key, *snapshot, port=port)
 
 
 def launch_env(key) -> dict:
     """--spawn 2 and the torchrun check run on a simulated torch whose TCPStore refuses libuv,
-    as torch's Windows wheels do: --spawn needs no TCPStore, torchrun cannot start."""
+    as torch's Windows wheels do: --spawn needs no TCPStore, torchrun cannot start. The
+    no-averaging run's DDP never averages gradients (tests/shims/no_grad_averaging)."""
+    if key == NO_AVERAGING:
+        return shim_env("no_grad_averaging")
     return shim_env("no_libuv") if key in ((SPAWN, 2), NO_LIBUV) else clean_env()
 
 
@@ -164,7 +181,6 @@ def test_a08_global_accuracy_once_on_rank_0(ddp_run):
 def test_a08_rank_0_header(ddp_run):
     nproc, result = ddp_run
     header = parse(result.stdout)["header"]
-    import torch
     assert f"PyTorch version: {torch.__version__}" in header
     assert "CUDA available: False" in header
     assert "Number of GPUs available: 0" in header
@@ -264,8 +280,111 @@ def test_a08_rank_0_summary_comes_after_every_process_lines(ddp_run):
     _, result = ddp_run
     lines = result.stdout.splitlines()
     summary = [i for i, line in enumerate(lines)
-               if line.startswith(("Training time: ", "Global "))]
+               if line.startswith(("Training time: ", "Global ", "Parameters identical "))]
     own = [i for i, line in enumerate(lines) if line.startswith(("[CPU", "[GPU"))]
-    assert len(summary) == 3
+    assert len(summary) == 4
     assert min(summary) > max(own)
     assert lines[summary[0]].startswith("Training time: ")
+    assert lines[-1].startswith("Parameters identical ")
+
+
+# What section 9.3 teaches, beyond the printed lines: DDP keeps one model on every process by
+# averaging their gradients, and DistributedSampler gives each process its own examples.
+
+def test_a08_parameters_identical_on_every_process(ddp_run):
+    nproc, result = ddp_run
+    assert parse(result.stdout)["same"] == [(str(nproc), "True")]
+
+
+def test_a08_plain_python_parameters_identical(default_run):
+    assert parse(default_run("a08_ddp_torchrun.py").stdout)["same"] == [("1", "True")]
+
+
+def test_a08_says_so_when_gradients_are_not_averaged(ddp_runs):
+    """The same check on a DDP that trains each copy on its own: it must see the difference,
+    while every accuracy line still says 1.0 (which is why the check exists)."""
+    result = ddp_runs(NO_AVERAGING)
+    assert result.returncode == 0, result.stderr[-3000:]
+    parsed = parse(result.stdout)
+    assert parsed["same"] == [("2", "False")]
+    assert parsed["train_acc"] == {0: ["1.0"], 1: ["1.0"]}
+
+
+def a08_train_loaders(nproc: int, monkeypatch) -> list:
+    """a08's own training loader as each of ``nproc`` processes builds it (its
+    DistributedSampler asks the process group for the rank and the number of processes)."""
+    args, _, _ = a08.parse_args([])
+    loaders = []
+    for rank in range(nproc):
+        monkeypatch.setattr(dist, "get_world_size", lambda group=None: nproc)
+        monkeypatch.setattr(dist, "get_rank", lambda group=None, rank=rank: rank)
+        loaders.append(a08.prepare_dataset(args, nproc)[0])
+    return loaders
+
+
+def indices_per_rank(loaders: list, epoch: int) -> list[list[int]]:
+    for loader in loaders:
+        loader.sampler.set_epoch(epoch)
+    return [list(loader.sampler) for loader in loaders]
+
+
+@pytest.mark.parametrize("nproc", [2, 3, 5])
+def test_distributed_sampler_splits_the_data(nproc, monkeypatch):
+    """Within an epoch the processes' slices are disjoint and together cover the data set,
+    padded to a multiple of the number of processes by repeating its first examples; the
+    loader gives each process exactly its slice's examples; set_epoch reshuffles, and the same
+    seed gives the same order again."""
+    loaders = a08_train_loaders(nproc, monkeypatch)
+    dataset = loaders[0].dataset
+    n = len(dataset)
+    slices = indices_per_rank(loaders, epoch=0)
+    per_rank = -(-n // nproc)
+    assert [len(s) for s in slices] == [per_rank] * nproc
+    # DistributedSampler deals a shuffled, padded list of indices round-robin
+    dealt = [slices[i % nproc][i // nproc] for i in range(per_rank * nproc)]
+    assert sorted(dealt[:n]) == list(range(n))
+    assert dealt[n:] == dealt[:per_rank * nproc - n]
+    for loader, indices in zip(loaders, slices, strict=True):
+        seen = [(features, labels) for features, labels in loader]
+        full = len(seen) * loader.batch_size  # drop_last: a partial batch is left out
+        assert torch.equal(torch.cat([f for f, _ in seen]), dataset.features[indices[:full]])
+        assert torch.equal(torch.cat([lab for _, lab in seen]), dataset.labels[indices[:full]])
+    assert indices_per_rank(loaders, epoch=1) != slices
+    assert indices_per_rank(a08_train_loaders(nproc, monkeypatch), epoch=0) == slices
+
+
+def sgd_on_joined_batches(loaders: list, epochs: int, ranks: int | None = None) -> dict:
+    """Section 7's model trained in one process with plain SGD, each step on one batch made of
+    the batches the first ``ranks`` processes (all by default) train on at that step."""
+    torch.manual_seed(123)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    for epoch in range(epochs):
+        for loader in loaders:
+            loader.sampler.set_epoch(epoch)
+        for step in zip(*loaders[:ranks], strict=True):
+            features = torch.cat([features for features, _ in step])
+            labels = torch.cat([labels for _, labels in step])
+            loss = F.cross_entropy(model(features), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return model.state_dict()
+
+
+@pytest.mark.parametrize("key", list(WITH_SNAPSHOT), ids=str)
+def test_ddp_equals_one_process_on_the_joined_batches(key, ddp_runs, monkeypatch):
+    """Section 9.3's gradient averaging as an equation: N processes with batches of 2 end with
+    the weights that one process reaches with plain SGD on batches of 2N made of exactly the
+    examples the N processes saw at each step. (Each process's loss is a mean over its batch;
+    DDP averages the N gradients: that is the gradient of the mean over the joined batch.)"""
+    nproc = WITH_SNAPSHOT[key]
+    result = ddp_runs(key)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ddp_weights = torch.load(result.cwd / SNAPSHOT, weights_only=True)["model"]
+    loaders = a08_train_loaders(nproc, monkeypatch)
+    joined = sgd_on_joined_batches(loaders, epochs=3)
+    alone = sgd_on_joined_batches(loaders, epochs=3, ranks=1)  # rank 0's batches only
+    for name, weight in ddp_weights.items():
+        assert torch.allclose(weight, joined[name], rtol=0, atol=1e-6), name
+    assert max((ddp_weights[name] - alone[name]).abs().max() for name in alone) > 1e-3

@@ -139,6 +139,25 @@ def test_a06_never_runs_code_from_a_checkpoint(tmp_path):
     assert not marker.exists()
 
 
+def test_a08_never_runs_code_from_a_snapshot(tmp_path, capsys):
+    """The same for a08's --snapshot: refused in one line before training, the code not run."""
+    import torch
+    marker = tmp_path / "CODE_RAN"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    snapshot = tmp_path / "evil.pt"
+    torch.save({"epochs_completed": 1, "model": Payload()}, snapshot)
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", str(snapshot)], capsys)
+    assert code == 1
+    assert err.startswith(f"error: {snapshot}: refused")
+    assert len(err.splitlines()) == 1
+    assert "Epoch:" not in out
+    assert not marker.exists()
+
+
 def test_checkpoint_killed_mid_save_leaves_previous_file_whole(tmp_path):
     """SIGKILL while torch.save writes a large file through atomic_path: the old checkpoint
     still loads."""

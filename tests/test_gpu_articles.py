@@ -128,6 +128,36 @@ def test_amp_bf16_trains_to_accuracy_1(script, capsys):
     assert len([line for line in out.splitlines() if "Train/Val Loss" in line]) == 6
 
 
+@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
+@pytest.mark.parametrize(("amp", "dtype"), [(None, torch.float32), ("bf16", torch.bfloat16)])
+def test_amp_computes_the_forward_pass_in_its_precision(script, amp, dtype, capsys,
+                                                        monkeypatch):
+    """Mixed precision is real: under --amp bf16 the logits come out of the model in bfloat16,
+    while the loss, the weights and their gradients stay float32; without --amp all is
+    float32, as in the tutorial."""
+    seen = {"logits": set(), "loss": set(), "weights": set()}
+    cross_entropy, step = torch.nn.functional.cross_entropy, torch.optim.SGD.step
+
+    def recording_cross_entropy(logits, labels, *args, **kwargs):
+        loss = cross_entropy(logits, labels, *args, **kwargs)
+        seen["logits"].add(logits.dtype)
+        seen["loss"].add(loss.dtype)
+        return loss
+
+    def recording_step(self, *args, **kwargs):
+        for group in self.param_groups:
+            seen["weights"].update((p.dtype, p.grad.dtype) for p in group["params"])
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "cross_entropy", recording_cross_entropy)
+    monkeypatch.setattr(torch.optim.SGD, "step", recording_step)
+    flags = ["--device", "cpu", *(["--amp", amp] if amp else [])]
+    code, _, err = run_main(script, flags, capsys)
+    assert code == 0, err
+    assert seen == {"logits": {dtype}, "loss": {torch.float32},
+                    "weights": {(torch.float32, torch.float32)}}
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 runs where there is CUDA")
 @pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
 def test_amp_fp16_without_cuda_names_bf16(script, capsys):

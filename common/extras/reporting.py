@@ -52,9 +52,11 @@ def report_summary(seconds: float, batches: int, batch_size: int, model: torch.n
     throughput over all processes (``batches`` of ``batch_size`` trained in each), then the
     accuracy over all processes on the training and the test set, every example counted
     exactly once (in the tutorial, DistributedSampler pads each process's slice and every
-    process scores the whole test set on its own)."""
+    process scores the whole test set on its own), then whether all processes ended with the
+    same parameters."""
     counts = [count_correct_globally(unwrap(model), loader.dataset, device)
               for loader in (train_loader, test_loader)]  # collectives: all have printed
+    same = parameters_identical_everywhere(model)
     if dist.get_rank() != 0:
         return
     samples = batches * batch_size * dist.get_world_size()
@@ -63,6 +65,19 @@ def report_summary(seconds: float, batches: int, batch_size: int, model: torch.n
     for name, (correct, total) in zip(("training", "test"), counts, strict=True):
         print(f"Global {name} accuracy over all {dist.get_world_size()} processes: "
               f"{correct / total} ({correct} of {total} examples)")
+    print(f"Parameters identical in all {dist.get_world_size()} processes: {same} "
+          f"(what averaging the gradients promises)")
+
+
+def parameters_identical_everywhere(model: torch.nn.Module) -> bool:
+    """Whether every process holds exactly the parameters rank 0 holds: what DDP's gradient
+    averaging promises (each process trained on other examples). Collective."""
+    mine = torch.cat([p.detach().reshape(-1) for p in unwrap(model).parameters()])
+    rank_0s = mine.clone()
+    dist.broadcast(rank_0s, src=0)
+    differing = torch.tensor([int(not torch.equal(mine, rank_0s))], device=mine.device)
+    dist.all_reduce(differing, op=dist.ReduceOp.SUM)
+    return int(differing) == 0
 
 
 def count_correct_globally(model: torch.nn.Module, dataset: Dataset,
