@@ -32,7 +32,9 @@ class ConvNet(nn.Module):
             nn.ReLU(),
             nn.MaxPool2d(2),
             # FIXED: the first linear layer expects 64 x 7 x 7 inputs, which only 28 x 28
-            # images give; pooling to 7 x 7 makes any image size fit (no new parameters)
+            # images give; pooling to 7 x 7 makes any image size fit (no new parameters) on
+            # CPUs and CUDA. Apple's MPS pools only where 7 divides the size reached here
+            # (images of 28, 56, ... 224 pixels; pytorch/pytorch#96056)
             nn.AdaptiveAvgPool2d((7, 7)),
         )
         self.classifier = nn.Sequential(

@@ -1,14 +1,24 @@
 """a07 --gpu-guides and --amp: the two GPU articles, corrected, on the CPU (every machine);
 tests/test_gpu.py runs them on CUDA."""
 
+import importlib.util
 import re
+import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from common.extras.precision import Blocks, checkpointed_gradients_match, training_step_memory
+from common.extras import gpu_guides
+from common.extras.gpu_guides import memory_and_checkpointing, mixed_precision
+from common.extras.precision import (
+    Blocks,
+    amp_problem,
+    checkpointed_gradients_match,
+    training_step_memory,
+)
 from common.gpu_articles import ConvNet, LSTMGenerator, RNNClassifier, TransformerLM
-from conftest import run_main, run_script, section
+from conftest import SHIMS, run_main, run_script, section, shim_env
 from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
 
 HEADINGS = ["GPU how-to and GPU guide: device basics",
@@ -20,10 +30,23 @@ HEADINGS = ["GPU how-to and GPU guide: device basics",
 
 @pytest.fixture(scope="module")
 def guides(tmp_path_factory):
+    """a07 with the articles, on a torch whose adaptive pooling refuses what MPS refuses."""
     result = run_script("a07_gpu_single.py", "--gpu-guides", "--device", "cpu", "--benchmark",
-                        "--sizes", "64,256", cwd=tmp_path_factory.mktemp("guides"))
+                        "--sizes", "64,256", cwd=tmp_path_factory.mktemp("guides"),
+                        env=shim_env("mps_pooling"))
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def test_the_mps_pooling_simulation_refuses_what_mps_refuses(monkeypatch):
+    """Without this, the guides passing under tests/shims/mps_pooling would prove nothing."""
+    monkeypatch.setattr(F, "adaptive_avg_pool2d", F.adaptive_avg_pool2d)  # restored after
+    spec = importlib.util.spec_from_file_location(
+        "mps_pooling", SHIMS / "mps_pooling" / "sitecustomize.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    with pytest.raises(RuntimeError, match="input sizes must be divisible by output sizes"):
+        ConvNet(10)(torch.randn(1, 3, 32, 32))  # 8 x 8 after the two poolings, to 7 x 7
+    assert ConvNet(10)(torch.randn(1, 3, 56, 56)).shape == (1, 10)  # 14 x 14 to 7 x 7
 
 
 def test_the_tutorials_output_comes_first_and_unchanged(guides):
@@ -88,7 +111,7 @@ def test_checkpointing_in_process():
 
 def test_four_architectures_output_shapes(guides):
     text = section(guides, HEADINGS[4])
-    assert "ConvNet(num_classes=10): 422,218 parameters; input (4, 3, 32, 32) -> output (4, 10)" \
+    assert "ConvNet(num_classes=10): 422,218 parameters; input (4, 3, 56, 56) -> output (4, 10)" \
         in text
     assert "input (4, 7) -> output (4, 5)" in text  # RNNClassifier: batch first
     assert "input (4, 7) -> output (4, 1000)" in text  # LSTMGenerator
@@ -164,8 +187,92 @@ def test_amp_fp16_without_cuda_names_bf16(script, capsys):
     code, _, err = run_main(script, ["--amp", "fp16"], capsys)
     assert code == 2
     assert err.splitlines()[-1].endswith(
-        "argument --amp: fp16 needs a CUDA GPU (this run trains on cpu); use --amp bf16, "
-        "which runs everywhere")
+        "argument --amp fp16: float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on "
+        "the CPU use bf16")
+
+
+class Torch25MpsAutocast:
+    """torch.autocast as torch 2.5 builds it on MPS: float16 only; for bfloat16 it warns and
+    disables itself, so that the run computes in float32."""
+
+    def __init__(self, dtype):
+        self._enabled = dtype == torch.float16
+        if not self._enabled:
+            warnings.warn("In MPS autocast, but the target dtype is not supported. Disabling "
+                          "autocast.\nMPS Autocast only supports dtype of torch.float16 "
+                          "currently.", stacklevel=2)
+
+
+def as_on_a_mac(monkeypatch, torch_version: str) -> None:
+    """The queries that describe the machine, patched: Apple's MPS present, no CUDA, and MPS
+    autocast as ``torch_version`` (2.4: none; 2.5: float16 only) has it."""
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    if hasattr(torch, "accelerator"):  # torch 2.6+
+        monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+        monkeypatch.setattr(torch.accelerator, "current_accelerator",
+                            lambda *args: torch.device("mps"))
+    if torch_version == "2.4":
+        monkeypatch.setattr(torch.amp, "is_autocast_available", lambda device: device != "mps")
+    else:
+        autocast_as_torch_2_5_on_mps(monkeypatch, "mps")
+
+
+def autocast_as_torch_2_5_on_mps(monkeypatch, device_type: str) -> None:
+    """torch.autocast on ``device_type`` behaves as torch 2.5's on MPS (float16 only)."""
+    real = torch.autocast
+
+    def autocast(device_type: str, dtype: torch.dtype, _lacking: str = device_type):
+        if device_type == _lacking:
+            return Torch25MpsAutocast(dtype)
+        return real(device_type=device_type, dtype=dtype)
+
+    monkeypatch.setattr(torch, "autocast", autocast)
+
+
+@pytest.mark.parametrize(("torch_version", "amp", "expected"), [
+    ("2.4", "bf16", "torch {version} has no autocast on mps"),
+    ("2.5", "bf16", "bfloat16 autocast on mps with torch {version}: In MPS autocast, but the "
+                    "target dtype is not supported. Disabling autocast."),
+])
+def test_amp_the_mac_cannot_run_is_one_usage_line(torch_version, amp, expected, monkeypatch,
+                                                  capsys):
+    """Apple silicon: torch 2.4 has no MPS autocast, 2.5 none in bfloat16 (it warns and trains
+    in float32). a07 --amp asks torch, and stops before any work instead of mislabelling a run.
+    (a08 trains on the CPU on a Mac, where bfloat16 runs.)"""
+    as_on_a_mac(monkeypatch, torch_version)
+    code, out, err = run_main("a07_gpu_single.py", ["--amp", amp], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.splitlines()[-1].endswith(
+        f"argument --amp {amp}: " + expected.format(version=torch.__version__))
+
+
+def test_amp_fp16_on_a_mac_with_torch_2_5_is_accepted(monkeypatch):
+    as_on_a_mac(monkeypatch, "2.5")
+    assert amp_problem(torch.float16, "mps") is None
+
+
+def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
+    """bfloat16 on a Mac with torch 2.5: the mixed-precision and memory parts each say so in one
+    line, and no row or column is labelled bfloat16."""
+    as_on_a_mac(monkeypatch, "2.5")
+    trained = []
+    mixed_precision(torch.device("mps"), lambda amp: trained.append(amp) or ([0.5], 1.0))
+    out = capsys.readouterr().out
+    assert trained == [None]
+    assert ("bfloat16: left out: bfloat16 autocast on mps with torch "
+            f"{torch.__version__}: In MPS autocast") in out
+    assert "bfloat16: losses" not in out
+    # the memory part on the CPU, whose autocast is made to lack bfloat16 as MPS's does
+    autocast_as_torch_2_5_on_mps(monkeypatch, "cpu")
+    monkeypatch.setattr(gpu_guides, "Blocks", lambda: Blocks(width=32, depth=2))
+    memory_and_checkpointing(torch.device("cpu"))
+    out = capsys.readouterr().out
+    assert out.count("left out") == 1
+    assert "bf16" not in out
+    assert len(memory_rows(out)) == 0  # rows of three columns only
+    assert re.search(r"^ +1024 \| +[\d.]+ \| +[\d.]+$", out, flags=re.M)
 
 
 def test_default_a07_is_the_tutorials(default_run):
@@ -178,3 +285,16 @@ def test_benchmark_shows_the_lower_precisions(guides):
     text = section(guides, "GPU guide: tensor cores and lower precisions")
     assert re.search(r"^ +float32: +[\d.]+ ms$", text, flags=re.M)
     assert re.search(r"^ +bfloat16: +[\d.]+ ms, +[\d.]+x float32's speed$", text, flags=re.M)
+
+
+def test_data_parallel_beside_gpus_on_another_device_leaves_them_alone(monkeypatch, capsys):
+    """A node with 2 GPUs, a07 --gpu-guides --device cpu: DataParallel over the GPUs would need
+    the model on cuda:0 (and crashes); the part runs the model itself and says why."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.nn, "DataParallel", None)  # any use of it fails
+    gpu_guides.data_parallel(torch.device("cpu"))
+    out = capsys.readouterr().out
+    assert ("nn.DataParallel would split each batch across this machine's 2 GPU(s); this run "
+            "is on cpu, so the model runs unwrapped\nThe model itself, a batch of 8: output "
+            "(8, 5)\n") in out

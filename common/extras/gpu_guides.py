@@ -14,6 +14,7 @@ import torch.nn as nn
 from common.extras.cli import heading
 from common.extras.precision import (
     Blocks,
+    amp_problem,
     checkpointed_gradients_match,
     train_float16_with_scaler,
     training_step_memory,
@@ -89,9 +90,16 @@ def data_parallel(device: torch.device) -> None:
     model = LinearRegression(2, 5)
     print(model)
     gpus = torch.cuda.device_count()
-    model = nn.DataParallel(model.to(device), device_ids=list(range(gpus)) or None)
+    if device.type == "cuda" or not gpus:
+        # over the GPUs only where the run is on CUDA: DataParallel needs the model on cuda:0
+        model = nn.DataParallel(model.to(device), device_ids=list(range(gpus)) or None)
+        ran = f"nn.DataParallel over {gpus} GPU(s)"
+    else:  # GPUs here, but this run is on the CPU or MPS (--device)
+        print(f"nn.DataParallel would split each batch across this machine's {gpus} GPU(s); "
+              f"this run is on {device.type}, so the model runs unwrapped")
+        ran = "The model itself"
     out = model(torch.randn(8, 2, device=device))
-    print(f"nn.DataParallel over {gpus} GPU(s), a batch of 8: output {tuple(out.shape)}")
+    print(f"{ran}, a batch of 8: output {tuple(out.shape)}")
     print("With 0 GPUs DataParallel calls the module itself; with 1 it runs on that GPU; with "
           "several\nit splits each batch across them in one process and gathers the outputs "
           "on GPU 0.")
@@ -107,8 +115,10 @@ def data_parallel(device: torch.device) -> None:
 def mixed_precision(device: torch.device,
                     train: Callable[[str | None], tuple[list[float], float]]) -> None:
     heading("GPU guide: mixed precision (section 9.2's model under torch.autocast)")
-    results = {name: train(amp) for name, amp in (("float32", None), ("bfloat16", "bf16"))}
-    if device.type == "cuda":
+    results = {"float32": train(None)}
+    if not left_out("bfloat16", device):
+        results["bfloat16"] = train("bf16")
+    if device.type == "cuda" and not left_out("float16", device):
         results["float16"] = train_float16_with_scaler(seed=123, epochs=3, device=device)
     for name, (losses, accuracy) in results.items():
         print(f"{name:>8}: losses {', '.join(f'{loss:.2f}' for loss in losses)}; "
@@ -120,25 +130,38 @@ def mixed_precision(device: torch.device,
           " dtype)\nand torch.amp.GradScaler('cuda') (float16 only; bfloat16 needs no scaler).")
 
 
+def left_out(precision: str, device: torch.device) -> bool:
+    """Where this torch cannot compute in ``precision`` on the device (bfloat16 on MPS before
+    torch 2.6, say), one line says so and the part leaves it out: no row is ever labelled with a
+    precision that torch quietly replaced by float32."""
+    problem = amp_problem(getattr(torch, precision), device.type)
+    if problem:
+        print(f"{precision:>8}: left out: {problem}")
+    return problem is not None
+
+
 def memory_and_checkpointing(device: torch.device) -> None:
     heading("GPU guide: batch size, memory and gradient checkpointing")
     torch.manual_seed(0)
     model = Blocks().to(device)
     cuda = device.type == "cuda"
+    bf16 = not left_out("bfloat16", device)
     print("One training step of 8 blocks of Linear(512, 512) + ReLU. Measured: the bytes "
           "autograd keeps\nfor the backward pass (the activations)"
           + (", and the CUDA allocator's peak." if cuda else
              "; on CUDA the allocator's peak is shown too."))
-    print(f"{'batch':>6} | {'plain (MB)':>10} | {'checkpointed':>12} | {'bf16 autocast':>13}"
+    print(f"{'batch':>6} | {'plain (MB)':>10} | {'checkpointed':>12}"
+          + (f" | {'bf16 autocast':>13}" if bf16 else "")
           + (f" | {'CUDA peak, plain':>16}" if cuda else ""))
     for batch in (64, 256, 1024):
         plain, peak = training_step_memory(model, batch, device)
         model.checkpointed = True
         checkpointed, _ = training_step_memory(model, batch, device)
         model.checkpointed = False
-        mixed, _ = training_step_memory(model, batch, device, amp="bf16")
-        line = (f"{batch:>6} | {plain / 1e6:>10.1f} | {checkpointed / 1e6:>12.1f} | "
-                f"{mixed / 1e6:>13.1f}")
+        line = f"{batch:>6} | {plain / 1e6:>10.1f} | {checkpointed / 1e6:>12.1f}"
+        if bf16:
+            mixed, _ = training_step_memory(model, batch, device, amp="bf16")
+            line += f" | {mixed / 1e6:>13.1f}"
         print(line + (f" | {peak / 1e6:>16.1f}" if cuda else ""))
     print("Gradients with checkpointing equal those without:",
           checkpointed_gradients_match(model, device))
@@ -148,7 +171,9 @@ def four_architectures(device: torch.device) -> None:
     heading("GPU guide: four architectures, corrected")
     torch.manual_seed(0)
     cases = [
-        ("ConvNet(num_classes=10)", ConvNet(10), torch.randn(4, 3, 32, 32)),
+        # 56 x 56 images: not the 28 x 28 the article's layer sizes assume, yet pooled to 7 x 7
+        # on every device (Apple's MPS pools only to a size that divides the input's)
+        ("ConvNet(num_classes=10)", ConvNet(10), torch.randn(4, 3, 56, 56)),
         ("RNNClassifier(1000, 32, 64, 5)", RNNClassifier(1000, 32, 64, 5),
          torch.randint(0, 1000, (4, 7))),
         ("LSTMGenerator(1000, 32, 64, 2)", LSTMGenerator(1000, 32, 64, 2),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -20,15 +21,39 @@ AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def add_amp_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--amp", choices=tuple(AMP_DTYPES), default=None,
-                        help="train under autocast in bfloat16 (any device) or float16 (CUDA) "
+                        help="train under autocast in bfloat16 (CPUs, CUDA GPUs, Apple MPS "
+                             "with torch 2.6+ on macOS 14+) or float16 (GPUs) "
                              "(default: off, float32 as in the tutorial)")
 
 
 def check_amp(parser: argparse.ArgumentParser, amp: str | None, device_type: str) -> None:
-    """float16 autocast needs CUDA (and its loss scaling); bfloat16 runs everywhere."""
-    if amp == "fp16" and device_type != "cuda":
-        parser.error(f"argument --amp: fp16 needs a CUDA GPU (this run trains on "
-                     f"{device_type}); use --amp bf16, which runs everywhere")
+    """--amp that this torch cannot run on this device: one usage line, before any work."""
+    if amp is not None and (problem := amp_problem(AMP_DTYPES[amp], device_type)):
+        parser.error(f"argument --amp {amp}: {problem}")
+
+
+def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
+    """Why training under autocast in ``dtype`` cannot run on ``device_type`` with this torch,
+    or None where it can. float16 is for GPUs (a CPU has no fast float16 path). Otherwise torch
+    itself is asked: it has no autocast at all for MPS before 2.5, and where a dtype is not
+    supported (bfloat16 on MPS before torch 2.6 or macOS 14) it warns and quietly computes in
+    float32 instead, so a run would be labelled with a precision it never used."""
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.float16 and device_type == "cpu":
+        return "float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on the CPU use bf16"
+    is_available = getattr(torch.amp, "is_autocast_available", None)  # torch 2.4+
+    if is_available is not None and not is_available(device_type):
+        return f"torch {torch.__version__} has no autocast on {device_type}"
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        try:
+            enabled = torch.autocast(device_type=device_type, dtype=dtype)._enabled
+        except (RuntimeError, AssertionError) as err:
+            return f"{name} autocast on {device_type}: {str(err).splitlines()[0]}"
+    if not enabled:
+        reason = str(warned[0].message).splitlines()[0] if warned else "disabled by torch"
+        return f"{name} autocast on {device_type} with torch {torch.__version__}: {reason}"
+    return None
 
 
 def autocast(device: torch.device, amp: str | None) -> contextlib.AbstractContextManager:
