@@ -80,8 +80,8 @@ def test_fast_batch_loader_gives_the_tutorials_loader_batches():
 
 
 def test_gpu_shortage_names_the_fix():
-    assert gpu_shortage(2, 2) is None
-    assert gpu_shortage(8, 2) == (
+    assert gpu_shortage(2, 2, "Linux") is None
+    assert gpu_shortage(8, 2, "Linux") == (
         "8 processes on this machine but only 2 GPU(s), and NCCL refuses two processes on one "
         "GPU; start 2 (--nproc_per_node=2 or --spawn 2), or use --device cpu")
-    assert "no usable CUDA GPU" in gpu_shortage(1, 0)
+    assert "no usable CUDA GPU" in gpu_shortage(1, 0, "Linux")

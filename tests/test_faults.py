@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import platform
 import re
 import signal
 import socket
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import (
     ROOT,
@@ -397,22 +399,56 @@ def test_a08_port_in_use_is_one_line(tmp_path):
         f"torchrun --standalone"]
 
 
-def test_a08_windows_gloo_device_error_is_one_line(monkeypatch, capsys):
-    """Simulated: init_process_group fails as some torch builds' gloo does on Windows."""
+GLOO_UV = "[enforce fail at ..\\third_party\\gloo\\gloo\\transport\\uv\\device.cc:153] "
+
+
+@pytest.mark.parametrize(("failure", "expected"), [
+    # torch 2.8.x on Windows: that build's gloo has no transport, whatever the interface
+    (GLOO_UV + "rp != nullptr. makeDeviceForHostname(): unsupported gloo device",
+     "error: process 0: this torch build's gloo has no network transport for this system "
+     "(torch 2.8.x on Windows), and GLOO_SOCKET_IFNAME cannot help: install another torch "
+     "version, or run under WSL2"),
+    (GLOO_UV + "rp != nullptr. makeDeviceForInterface(): unsupported gloo device",
+     "error: process 0: this torch build's gloo has no network transport for this system "
+     "(torch 2.8.x on Windows), and GLOO_SOCKET_IFNAME cannot help: install another torch "
+     "version, or run under WSL2"),
+    # GLOO_SOCKET_IFNAME set to an interface this machine does not have
+    ("[enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:85] ifa != nullptr. "
+     "Unable to find address for: eth7",
+     "error: process 0: GLOO_SOCKET_IFNAME names eth7, which is no network interface with an "
+     "address on this machine: set it to one that ipconfig or ip addr lists, or unset it"),
+])
+def test_a08_gloo_device_errors_name_their_cause(failure, expected, monkeypatch, capsys):
+    """Simulated: init_process_group fails as gloo does for each cause."""
     import a08_ddp_torchrun
 
     def no_device(*args, **kwargs):
-        raise RuntimeError("[enforce fail at ..\\third_party\\gloo\\gloo\\transport\\uv\\"
-                           "device.cc:153] rp != nullptr. makeDeviceForHostname(): "
-                           "unsupported gloo device")
+        raise RuntimeError(failure)
 
     monkeypatch.setattr(a08_ddp_torchrun, "init_process_group", no_device)
-    code, _, err = run_main("a08_ddp_torchrun.py", [], capsys)
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cpu"], capsys)
     assert code == 1
-    assert err.splitlines() == [
-        "error: process 0: gloo found no network device to use on this machine (seen with "
-        "some torch builds on Windows); set GLOO_SOCKET_IFNAME to an interface's name "
-        "(ipconfig or ip addr lists them), or run under WSL2"]
+    assert err.splitlines() == [expected]
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_a08_on_windows_trains_on_the_cpu_beside_gpus(gpus, monkeypatch, capsys):
+    """Simulated Windows with CUDA GPUs: gloo there crashes on CUDA tensors, so --device auto
+    trains on the CPU and says why, and --device cuda is one usage line."""
+    import a08_ddp_torchrun
+    monkeypatch.setattr(platform, "system", lambda: "Windows")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    device = a08_ddp_torchrun.parse_args([])[2]
+    assert device == torch.device("cpu")
+    reason = ("on Windows the processes meet through gloo, which cannot carry CUDA tensors (an "
+              "access violation from torch 2.8 on, pytorch/pytorch#186535); use --device cpu "
+              "(or auto), or WSL2 for NCCL")
+    assert capsys.readouterr().out == f"Note: training on the CPU: {reason}\n"
+    with pytest.raises(SystemExit) as stopped:
+        a08_ddp_torchrun.parse_args(["--device", "cuda"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"argument --device cuda: {reason}")
 
 
 def test_a08_spawn_under_torchrun_is_a_usage_error(workdir):

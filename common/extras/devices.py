@@ -5,6 +5,7 @@ shows on a CPU-only machine, and a08's one device per process."""
 from __future__ import annotations
 
 import argparse
+import platform
 from typing import Any
 
 import torch
@@ -78,7 +79,7 @@ def device_for_process(parser: argparse.ArgumentParser, name: str,
     if name == "cpu":
         return torch.device("cpu")
     gpus = torch.cuda.device_count()
-    shortage = gpu_shortage(launch.local_world_size, gpus)
+    shortage = gpu_shortage(launch.local_world_size, gpus, platform.system())
     if shortage and name == "cuda":
         parser.error(f"argument --device cuda: {shortage}")
     if shortage:
@@ -88,10 +89,14 @@ def device_for_process(parser: argparse.ArgumentParser, name: str,
     return torch.device("cuda", launch.local_rank)
 
 
-def gpu_shortage(local_world_size: int, gpu_count: int) -> str | None:
+def gpu_shortage(local_world_size: int, gpu_count: int, system: str) -> str | None:
     """Why this machine cannot give each process its own GPU, or None if it can."""
     if gpu_count == 0:
         return "this machine has no usable CUDA GPU; use --device cpu (or auto)"
+    if system == "Windows":  # no NCCL there, and gloo crashes on CUDA tensors from torch 2.8
+        return ("on Windows the processes meet through gloo, which cannot carry CUDA tensors "
+                "(an access violation from torch 2.8 on, pytorch/pytorch#186535); use "
+                "--device cpu (or auto), or WSL2 for NCCL")
     if local_world_size > gpu_count:
         return (f"{local_world_size} processes on this machine but only {gpu_count} GPU(s), "
                 f"and NCCL refuses two processes on one GPU; start {gpu_count} "

@@ -143,10 +143,17 @@ def explain_distributed_error(err: Exception) -> str | None:
     host, port = launch.master or ("?", "?")
     where = f"{host}:{port} (MASTER_ADDR:MASTER_PORT)"
     rank = f"process {launch.rank}"
-    if "unsupported gloo device" in message or "makeDeviceForHostname" in message:
-        return (f"{rank}: gloo found no network device to use on this machine (seen with some "
-                f"torch builds on Windows); set GLOO_SOCKET_IFNAME to an interface's name "
-                f"(ipconfig or ip addr lists them), or run under WSL2")
+    if "unsupported gloo device" in message:  # makeDeviceForHostname or ...ForInterface
+        return (f"{rank}: this torch build's gloo has no network transport for this system "
+                f"(torch 2.8.x on Windows), and GLOO_SOCKET_IFNAME cannot help: install "
+                f"another torch version, or run under WSL2")
+    if interface := re.search(r"Unable to find address for:? *(\S+)", message):
+        return (f"{rank}: GLOO_SOCKET_IFNAME names {interface[1]}, which is no network "
+                f"interface with an address on this machine: set it to one that ipconfig or "
+                f"ip addr lists, or unset it")
+    if "makeDeviceForHostname" in message:
+        return (f"{rank}: gloo found no network device for this machine's hostname; set "
+                f"GLOO_SOCKET_IFNAME to an interface's name (ipconfig or ip addr lists them)")
     if "EADDRINUSE" in message or "address already in use" in message.lower():
         return (f"{rank}: the port of {where} is already in use (another run?); choose a free "
                 f"one with torchrun --master_port=PORT, or use torchrun --standalone")
