@@ -5,7 +5,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from common import ToyDataset
+from common import ToyDataset, compute_accuracy
 from common.extras.data import (
     BatchGatheringDataset,
     DistributedBatchSampler,
@@ -85,3 +85,14 @@ def test_gpu_shortage_names_the_fix():
         "8 processes on this machine but only 2 GPU(s), and NCCL refuses two processes on one "
         "GPU; start 2 (--nproc_per_node=2 or --spawn 2), or use --device cpu")
     assert "no usable CUDA GPU" in gpu_shortage(1, 0, "Linux")
+
+
+def test_compute_accuracy_scores_each_example_by_its_own_logits():
+    """Section 7's compute_accuracy: the argmax over each example's classes (dim=1), counted
+    over every batch. Fixed logits, so that a wrong axis or count gives another figure."""
+    logits = torch.tensor([[2.0, 1.0], [3.0, 0.0], [0.0, 1.0], [5.0, 4.0], [1.0, 2.0]])
+    labels = torch.tensor([0, 0, 1, 1, 1])  # all but the fourth predicted right
+    dataset = ToyDataset(torch.arange(5), labels)
+    model = torch.nn.Module()
+    model.forward = lambda index: logits[index]
+    assert compute_accuracy(model, DataLoader(dataset, batch_size=2)) == pytest.approx(0.8)

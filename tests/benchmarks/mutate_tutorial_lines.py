@@ -27,7 +27,8 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[2]
 
 TESTS = {  # the test files that cover each script
-    "common/__init__.py": ["tests/test_a01_to_a04.py", "tests/test_a05_a06.py"],
+    "common/__init__.py": ["tests/test_common.py", "tests/test_a01_to_a04.py",
+                           "tests/test_a05_a06.py"],
     "a05_training_loop.py": ["tests/test_a05_a06.py"],
     "a06_save_load.py": ["tests/test_a05_a06.py", "tests/test_faults.py"],
     "a07_gpu_single.py": ["tests/test_a07_gpu.py", "tests/test_gpu_articles.py"],
