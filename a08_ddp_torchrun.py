@@ -50,13 +50,15 @@ def ddp_setup(rank: int, world_size: int, device: torch.device,
     backend = "nccl" if device.type == "cuda" and platform.system() != "Windows" else "gloo"
     init_process_group(backend=backend, rank=rank, world_size=world_size,
                        timeout=timeout,  # EXTRA: a lost peer ends the run, no hang
-                       store=extras.store_for_this_attempt(launch, timeout))  # EXTRA: restarts
+                       store=extras.store_for_this_attempt(launch, timeout),  # EXTRA: restarts
+                       # EXTRA: NCCL told its GPU up front (torch 2.8 to 2.14 warn otherwise)
+                       device_id=device if device.type == "cuda" else None)
     if device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
         torch.cuda.set_device(device)  # NEW: this process's GPU
 
 
-def prepare_dataset(args: argparse.Namespace,
-                    world_size: int) -> tuple[DataLoader, DataLoader]:  # EXTRA: world_size
+def prepare_dataset(args: argparse.Namespace, world_size: int,
+                    device: torch.device) -> tuple[DataLoader, DataLoader]:  # EXTRA: the last 2
     X_train, y_train, X_test, y_test = toy_data()
     # NEW: the text's remedy for 5 or more GPUs, where 5 examples leave one without a batch:
     # factor = 4
@@ -72,7 +74,8 @@ def prepare_dataset(args: argparse.Namespace,
         dataset=train_ds,
         batch_size=args.batch_size,
         shuffle=False,  # NEW: False because of DistributedSampler below
-        pin_memory=True,
+        # NEW: pin_memory=True: page-locked batches copy to a GPU faster
+        pin_memory=device.type == "cuda",  # EXTRA: on CPUs, no CUDA context on GPU 0 each
         drop_last=True,
         # NEW: chunk the batches across processes without overlapping examples
         sampler=DistributedSampler(train_ds),
@@ -117,7 +120,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
 def train_tutorial_model(args: argparse.Namespace, device: torch.device,
                          world_size: int) -> Trained:  # EXTRA: device, world_size
     """Section 7's setup and loop."""
-    train_loader, test_loader = prepare_dataset(args, world_size)
+    train_loader, test_loader = prepare_dataset(args, world_size, device)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     model = model.to(device)

@@ -1,5 +1,6 @@
 """a08 under real torchrun on CPU with gloo: any number of processes, one or two 'machines'."""
 
+import platform
 import re
 import subprocess
 import sys
@@ -318,7 +319,7 @@ def a08_train_loaders(nproc: int, monkeypatch) -> list:
     for rank in range(nproc):
         monkeypatch.setattr(dist, "get_world_size", lambda group=None: nproc)
         monkeypatch.setattr(dist, "get_rank", lambda group=None, rank=rank: rank)
-        loaders.append(a08.prepare_dataset(args, nproc)[0])
+        loaders.append(a08.prepare_dataset(args, nproc, torch.device("cpu"))[0])
     return loaders
 
 
@@ -388,3 +389,32 @@ def test_ddp_equals_one_process_on_the_joined_batches(key, ddp_runs, monkeypatch
     for name, weight in ddp_weights.items():
         assert torch.allclose(weight, joined[name], rtol=0, atol=1e-6), name
     assert max((ddp_weights[name] - alone[name]).abs().max() for name in alone) > 1e-3
+
+
+def test_a08_pins_memory_only_for_gpu_processes(monkeypatch):
+    """The text's pin_memory=True where it helps, a process on a GPU; a CPU process beside
+    GPUs (--device cpu, or more processes than GPUs) would start CUDA on GPU 0 to pin."""
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 1)
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
+    args = a08.parse_args([])[0]
+    for device, pinned in (("cpu", False), ("cuda", True)):
+        train_loader = a08.prepare_dataset(args, 1, torch.device(device))[0]
+        assert train_loader.pin_memory is pinned, device
+
+
+@pytest.mark.parametrize(("system", "device", "backend", "device_id"), [
+    ("Linux", torch.device("cuda", 0), "nccl", torch.device("cuda", 0)),
+    ("Linux", torch.device("cpu"), "gloo", None),
+    ("Windows", torch.device("cpu"), "gloo", None),  # a08 never trains on CUDA there
+])
+def test_a08_process_group_backend_and_device(system, device, backend, device_id, monkeypatch):
+    """Simulated: NCCL between GPUs, told its GPU (else barrier() warns on torch 2.8 to 2.14);
+    gloo on CPUs and on Windows."""
+    calls = []
+    monkeypatch.setattr(platform, "system", lambda: system)
+    monkeypatch.setattr(a08, "init_process_group", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setenv("USE_LIBUV", "1")  # restored after the test; Windows sets it to 0
+    launch = a08.parse_args(["--device", "cpu"])[1]
+    a08.ddp_setup(0, 1, device, launch, a08.parse_args([])[0].timeout)
+    assert [(call["backend"], call["device_id"]) for call in calls] == [(backend, device_id)]

@@ -22,7 +22,7 @@ def main() -> None:
     # a group of one, only for the DistributedSampler inside a08's loader and the timer
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        train_loader, test_loader = a08.prepare_dataset(args, world_size=1)
+        train_loader, test_loader = a08.prepare_dataset(args, world_size=1, device=device)
         torch.manual_seed(args.seed)
         model = NeuralNetwork(num_inputs=2, num_outputs=2).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)

@@ -76,7 +76,7 @@ def summary(values: list[float]) -> str:
 
 def profile(args, env) -> None:
     """Train and report; the DDP model lives and dies in here."""
-    loader = a08.prepare_dataset(args, env.world_size)[0]
+    loader = a08.prepare_dataset(args, env.world_size, torch.device("cpu"))[0]
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     if env.launched:
