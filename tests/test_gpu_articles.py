@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common.extras import gpu_guides
+from common.extras import gpu_guides, matmul_benchmark
 from common.extras.gpu_guides import memory_and_checkpointing, mixed_precision
 from common.extras.precision import (
     Blocks,
@@ -298,3 +298,51 @@ def test_data_parallel_beside_gpus_on_another_device_leaves_them_alone(monkeypat
     assert ("nn.DataParallel would split each batch across this machine's 2 GPU(s); this run "
             "is on cpu, so the model runs unwrapped\nThe model itself, a batch of 8: output "
             "(8, 5)\n") in out
+
+
+@pytest.mark.parametrize(("device", "capability", "offered", "note"), [
+    ("cuda", (7, 5), ["float16"], "below compute capability 8.0 (this GPU: 7.5; torch "
+                                  "emulates bfloat16"),  # Colab's T4
+    ("cuda", (8, 0), ["TF32", "bfloat16", "float16"], ""),
+    ("mps", None, ["bfloat16", "float16"], "CUDA GPUs only"),
+    ("cpu", None, ["bfloat16"], "CUDA GPUs only"),
+])
+def test_benchmark_offers_only_precisions_with_fast_hardware(device, capability, offered, note,
+                                                            monkeypatch):
+    """Simulated capabilities: a T4 reports bfloat16 as supported (through emulation), but
+    has no tensor cores for it or for TF32, so neither is offered as a speed-up."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    fast, lacking = matmul_benchmark.lower_precisions(torch.device(device))
+    assert [name for name, _, _ in fast] == offered
+    assert note in lacking
+
+
+def test_benchmark_times_with_torchs_threads_and_waits_for_the_device(monkeypatch):
+    """torch.utils.benchmark.Timer uses one CPU thread unless told, and synchronizes MPS only
+    from about torch 2.9: every timed product here waits for its device."""
+    from torch.utils import benchmark
+    timers, waits = [], []
+    real_timer = benchmark.Timer
+    monkeypatch.setattr(benchmark, "Timer",
+                        lambda **kwargs: timers.append(kwargs) or real_timer(**kwargs))
+    monkeypatch.setattr(matmul_benchmark, "waiter", lambda device: lambda: waits.append(device))
+    matmul_benchmark.time_matmul((8, 8, 8), torch.device("cpu"), min_run_time=0.01)
+    assert timers[0]["num_threads"] == torch.get_num_threads()
+    assert len(waits) >= 2  # each run of the statement (warm-up and measured) waited
+    monkeypatch.undo()
+    assert matmul_benchmark.waiter(torch.device("mps")) is torch.mps.synchronize
+    assert matmul_benchmark.waiter(torch.device("cuda")) is torch.cuda.synchronize
+
+
+def test_tf32_is_set_the_way_this_torch_wants(recwarn):
+    """torch 2.9 and later: fp32_precision (2.9.x warns on allow_tf32); set, then restored."""
+    matmul = torch.backends.cuda.matmul
+    name = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"
+    before = getattr(matmul, name)
+    with matmul_benchmark.tf32_matmul(True):
+        assert getattr(matmul, name) in ("tf32", True)
+    with matmul_benchmark.tf32_matmul(False):
+        assert getattr(matmul, name) in ("ieee", False)
+    assert getattr(matmul, name) == before
+    assert not [w for w in recwarn if "allow_tf32" in str(w.message)]

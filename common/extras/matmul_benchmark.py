@@ -1,8 +1,10 @@
 """Exercise A.4, measured properly: matrix multiplication on the CPU and on the accelerator.
 
 The author's solution times one small product with %timeit and does not wait for the GPU, so its
-GPU figure is mostly the time to launch a kernel. torch.utils.benchmark warms up, synchronizes the
-accelerator around each measurement, repeats, and reports the median.
+GPU figure is mostly the time to launch a kernel. torch.utils.benchmark warms up, repeats, and
+reports the median; each timed product here waits for the accelerator itself (torch's Timer
+synchronizes CUDA, but MPS only from about torch 2.9, pytorch/pytorch#152199), and the CPU is
+timed with the threads torch uses (the Timer's default is one, which overstates every speed-up).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -41,8 +44,38 @@ def time_matmul(shape: tuple[int, int, int], device: torch.device,
     a = torch.rand(m, k, generator=generator).to(device, dtype)
     b = torch.rand(k, n, generator=generator).to(device, dtype)
     (a @ b).sum().item()  # warm-up: first call pays for kernel selection and allocation
-    timer = benchmark.Timer(stmt="a @ b", globals={"a": a, "b": b})
+    timer = benchmark.Timer(stmt="a @ b; wait()",
+                            globals={"a": a, "b": b, "wait": waiter(device)},
+                            num_threads=torch.get_num_threads())
     return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def waiter(device: torch.device) -> Callable[[], None]:
+    """What waits until ``device`` has finished its work: torch.cuda.synchronize,
+    torch.mps.synchronize, ...; nothing for the CPU, which computes before returning."""
+    if device.type == "cpu":
+        return _nothing
+    return getattr(torch, device.type).synchronize
+
+
+def _nothing() -> None:
+    pass
+
+
+@contextlib.contextmanager
+def tf32_matmul(enabled: bool) -> Iterator[None]:
+    """float32 matrix products on CUDA's TF32 tensor cores, or not, for the enclosed block.
+    torch 2.9 and later set this with ``fp32_precision`` (2.9.x warns on reading the older
+    ``allow_tf32``); earlier torch has only ``allow_tf32``."""
+    matmul = torch.backends.cuda.matmul
+    name = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"
+    value = ("tf32" if enabled else "ieee") if name == "fp32_precision" else enabled
+    previous = getattr(matmul, name)
+    setattr(matmul, name, value)
+    try:
+        yield
+    finally:
+        setattr(matmul, name, previous)
 
 
 def run_benchmark(sizes: tuple[int, ...], accelerator: torch.device | None) -> list[Row]:
@@ -99,7 +132,8 @@ def exercise_a4(sizes: tuple[int, ...]) -> None:
           "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
           "GPU figure is mostly the time to launch the kernel)")
     rows = run_benchmark(sizes, accelerator)
-    print("Median time of one float32 (size x size) @ (size x size) product:")
+    print(f"Median time of one float32 (size x size) @ (size x size) product; the CPU uses "
+          f"{torch.get_num_threads()} thread(s):")
     print(format_table(rows, accelerator))
     if accelerator is None:
         print("No accelerator on this machine, so there is no second column to compare with.")
@@ -115,19 +149,27 @@ def report_crossover(rows: list[Row], accelerator: torch.device) -> None:
           f"The {name} did not win at any size measured.")
 
 
-def lower_precisions(device: torch.device) -> list[tuple[str, torch.dtype, bool]]:
-    """(name, dtype, TF32 on) of what this device multiplies fast beyond float32: TF32 on the
-    tensor cores of CUDA GPUs from Ampere on; bfloat16 where supported; float16 on GPUs (a
-    CPU multiplies it without a fast path, orders of magnitude slower)."""
-    cuda = device.type == "cuda"
-    found = []
-    if cuda and torch.cuda.get_device_capability(device) >= (8, 0):
-        found.append(("TF32", torch.float32, True))
-    if not cuda or torch.cuda.is_bf16_supported():
-        found.append(("bfloat16", torch.bfloat16, False))
-    if device.type != "cpu":
-        found.append(("float16", torch.float16, False))
-    return found
+AMPERE = (8, 0)  # the CUDA capability from which tensor cores compute TF32 and bfloat16
+
+
+def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype, bool]], str]:
+    """(name, dtype, TF32 on) of what this device multiplies fast beyond float32, and a note on
+    what it lacks: TF32 and bfloat16 on the tensor cores of CUDA GPUs from Ampere on (older
+    ones, Colab's T4 among them, report bfloat16 as supported: torch emulates it, slowly);
+    float16 on GPUs (tensor cores from Volta on); bfloat16 on CPUs and MPS. A CPU multiplies
+    float16 without a fast path, orders of magnitude slower."""
+    if device.type != "cuda":
+        return ([("bfloat16", torch.bfloat16, False)]
+                + ([("float16", torch.float16, False)] if device.type != "cpu" else []),
+                "TF32 and float16 tensor cores: CUDA GPUs only (not here).")
+    capability = torch.cuda.get_device_capability(device)
+    if capability >= AMPERE:
+        return ([("TF32", torch.float32, True), ("bfloat16", torch.bfloat16, False),
+                 ("float16", torch.float16, False)], "")
+    return ([("float16", torch.float16, False)],
+            f"TF32 and bfloat16: no tensor cores for them below compute capability 8.0 (this "
+            f"GPU: {capability[0]}.{capability[1]}; torch emulates bfloat16, slower than "
+            f"float32), so not offered.")
 
 
 def precision_table(size: int, device: torch.device) -> None:
@@ -136,13 +178,10 @@ def precision_table(size: int, device: torch.device) -> None:
     heading(f"GPU guide: tensor cores and lower precisions ({device.type}, {size} x {size})")
     base = time_matmul((size,) * 3, device)
     print(f"{'float32':>9}: {base * 1e3:9.3f} ms")
-    for name, dtype, tf32 in lower_precisions(device):
-        previous = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        try:
+    fast, lacking = lower_precisions(device)
+    for name, dtype, tf32 in fast:
+        with tf32_matmul(tf32):
             seconds = time_matmul((size,) * 3, device, dtype=dtype)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = previous
         print(f"{name:>9}: {seconds * 1e3:9.3f} ms, {base / seconds:5.1f}x float32's speed")
-    if device.type != "cuda":
-        print("TF32 and float16 tensor cores: CUDA GPUs only (not here).")
+    if lacking:
+        print(lacking)
