@@ -12,6 +12,8 @@ MAX_LINES = 250
 NOT_RUN_HERE = {
     "pip install torch --index-url https://download.pytorch.org/whl/cpu":
         "that index cannot be reached here; the GitHub workflow's Linux job runs it",
+    "pip install torch --index-url https://download.pytorch.org/whl/cu126":
+        "for a GPU whose driver predates CUDA 13; that index cannot be reached here",
     "torchrun --nproc_per_node=gpu a08_ddp_torchrun.py": "needs CUDA: bash .ci/gpu-check",
     "torchrun --nnodes=2 --node_rank=0 --nproc_per_node=2 --master_addr=10.0.0.1 "
     "--master_port=29500 a08_ddp_torchrun.py":
