@@ -121,8 +121,8 @@ MUTATIONS = [
     Mutation("a08_ddp_torchrun.py", "optimizer.zero_grad()  # otherwise gradients accumulate "
              "across batches", "pass"),
     Mutation("a08_ddp_torchrun.py", "optimizer.step()", "pass"),
-    Mutation("a08_ddp_torchrun.py", "pin_memory=True,", "pin_memory=False,",
-             ON_CPU + "pinned memory only speeds up copies to a GPU"),
+    Mutation("a08_ddp_torchrun.py", 'pin_memory=device.type == "cuda",  # EXTRA: on CPUs, no '
+             'CUDA context on GPU 0 each', "pin_memory=False,"),
     Mutation("a08_ddp_torchrun.py", "torch.cuda.set_device(device)  # NEW: this process's GPU",
              "pass", ON_CPU + "it runs only where the processes train on GPUs"),
     Mutation("a08_ddp_torchrun.py", "features, labels = features.to(device), labels.to(device)",
