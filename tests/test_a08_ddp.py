@@ -80,8 +80,10 @@ def launch_command(key, port: int) -> list[str]:
     if key == NO_LIBUV:
         return torchrun_command(2, port=port)
     snapshot = ("--snapshot", SNAPSHOT) if key in WITH_SNAPSHOT else ()
-    if key == NO_AVERAGING or isinstance(key, tuple):
-        return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), SPAWN, "2", *snapshot]
+    if key == NO_AVERAGING:
+        return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), SPAWN, "2"]
+    if isinstance(key, tuple):
+        return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), SPAWN, str(key[1]), *snapshot]
     return torchrun_command(key, *snapshot, port=port)
 
 
