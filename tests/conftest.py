@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import importlib
+import importlib.util
 import os
 import platform
 import re
@@ -38,11 +39,14 @@ def run_script(script: str, *args: str, cwd: Path, timeout: float = 120,
                           env=env or clean_env())
 
 
-def clean_env() -> dict:
-    """The caller's environment without torchrun's variables (tests may run under anything)."""
+def clean_env(accelerators: bool = False) -> dict:
+    """The caller's environment without torchrun's variables (tests may run under anything),
+    on a machine without accelerators (tests/shims/cpu_only) unless ``accelerators``: the
+    default suite asserts what a CPU-only machine prints, on every machine."""
     drop = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
             "GROUP_RANK", "TORCHELASTIC_RUN_ID"}
-    return {k: v for k, v in os.environ.items() if k not in drop}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    return env if accelerators else with_shims(env, "cpu_only")
 
 
 def rank_env(rank: int, port: int) -> dict:
@@ -164,14 +168,40 @@ def torchrun(nproc: int, *args: str, cwd: Path, timeout: float = 180,
 SHIMS = ROOT / "tests" / "shims"
 
 
-def shim_env(name: str) -> dict:
-    """clean_env() with a test shim from tests/shims/ on PYTHONPATH (see each one's docstring):
-    ``no_libuv`` (torch's Windows wheels), ``spawn_start`` (macOS and Windows start methods),
-    ``no_grad_averaging`` (a DDP that trains each process's copy on its own)."""
-    env = clean_env()
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS / name),
-                                                      env.get("PYTHONPATH")]))
+def with_shims(env: dict, *names: str) -> dict:
+    """``env`` with test shims from tests/shims/ added after those it names already (see
+    tests/shims/sitecustomize.py and each shim's docstring)."""
+    env = dict(env)
+    paths = env.get("PYTHONPATH", "").split(os.pathsep)
+    if str(SHIMS) not in paths:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS), *paths]))
+    env["TEST_SHIMS"] = ",".join(filter(None, [env.get("TEST_SHIMS"), *names]))
     return env
+
+
+def shim_env(*names: str) -> dict:
+    """clean_env() with more shims: ``no_libuv`` (torch's Windows wheels), ``spawn_start``
+    (macOS and Windows start methods), ``mps_pooling`` (MPS's adaptive pooling),
+    ``no_grad_averaging`` (a DDP that trains each process's copy on its own)."""
+    return with_shims(clean_env(), *names)
+
+
+def _load_cpu_only():
+    spec = importlib.util.spec_from_file_location("cpu_only_rule", SHIMS / "cpu_only.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hide_accelerators = _load_cpu_only().hide_accelerators
+
+
+@pytest.fixture(autouse=True)
+def cpu_only_machine(request, monkeypatch):
+    """In this process too, each test but the gpu-marked ones sees a machine without
+    accelerators, as its subprocesses do."""
+    if not request.node.get_closest_marker("gpu"):
+        hide_accelerators(monkeypatch.setattr)
 
 
 def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:

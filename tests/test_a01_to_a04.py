@@ -34,8 +34,8 @@ def test_a01_section_1_3_environment_check(a01):
     assert "=== 1.3 Installing PyTorch" in a01.stdout
     import torch
     assert f"torch.__version__: {torch.__version__}\n" in a01.stdout
-    assert f"torch.cuda.is_available(): {torch.cuda.is_available()}\n" in a01.stdout
-    assert "torch.backends.mps.is_available(): " in a01.stdout
+    assert "torch.cuda.is_available(): False\n" in a01.stdout  # tests see a CPU-only machine
+    assert "torch.backends.mps.is_available(): False\n" in a01.stdout
 
 
 def test_a01_section_2_1_ranks_0_to_3(a01):

@@ -1,26 +1,20 @@
 """a07 (sections 9.1, 9.2, Exercise A.4) on the CPU, on any machine; device choice and errors.
-On a machine with a GPU the CPU run is asked for with --device cpu (tests/test_gpu.py checks the
-GPU run)."""
+Every machine looks CPU-only to these tests (conftest: tests/shims/cpu_only), so a GPU or a Mac
+gives the same output here; tests/test_gpu.py checks the GPU run."""
 
 import re
 
 import pytest
-import torch
 
 from conftest import run_main, run_script, section
 from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
 
-HAS_ACCELERATOR = torch.cuda.is_available() or torch.backends.mps.is_available()
-CPU_LINE = ("Training device: cpu (--device cpu).\n" if HAS_ACCELERATOR else
-            "Training device: cpu (no accelerator found).\n")
+CPU_LINE = "Training device: cpu (no accelerator found).\n"
 
 
 @pytest.fixture(scope="module")
-def a07(default_run, tmp_path_factory):
-    if not HAS_ACCELERATOR:
-        return default_run("a07_gpu_single.py")
-    return run_script("a07_gpu_single.py", "--device", "cpu",
-                      cwd=tmp_path_factory.mktemp("a07cpu"))
+def a07(default_run):
+    return default_run("a07_gpu_single.py")
 
 
 def test_a07_section_9_2_same_six_losses_as_a05(a07):
@@ -46,10 +40,8 @@ def test_a07_device_cpu_explicit(capsys):
 
 
 @pytest.mark.parametrize("device, message", [
-    pytest.param("cuda", "argument --device cuda: this machine has no usable CUDA GPU",
-                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has CUDA")),
-    pytest.param("mps", "argument --device mps: Apple's MPS backend is not available here",
-                 marks=pytest.mark.skipif(torch.backends.mps.is_available(), reason="has MPS")),
+    ("cuda", "argument --device cuda: this machine has no usable CUDA GPU"),
+    ("mps", "argument --device mps: Apple's MPS backend is not available here"),
     ("tpu", "argument --device: invalid choice: 'tpu'"),
 ])
 def test_a07_missing_device_is_a_usage_error(device, message, capsys):
@@ -67,9 +59,7 @@ def test_a07_exercise_a4_benchmark_table(workdir):
     rows = re.findall(r"^ +(\d+) \| +(\d+\.\d{3})(?: \|.*)?$", text, flags=re.M)
     assert [size for size, _ in rows] == ["16", "64", "128"]
     assert all(float(ms) > 0 for _, ms in rows)
-    if not HAS_ACCELERATOR:  # tests/test_gpu.py checks the table with a GPU column
-        assert "  size |   CPU (ms)\n" in text
-        assert "No accelerator on this machine, so there is no second column" in text
-    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU \d+\.\d us"
-                     r"(, \w+ \d+\.\d us)?$", text,
+    assert "  size |   CPU (ms)\n" in text  # tests/test_gpu.py checks the GPU column
+    assert "No accelerator on this machine, so there is no second column" in text
+    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU \d+\.\d us$", text,
                      flags=re.M)

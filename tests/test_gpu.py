@@ -14,11 +14,16 @@ from test_a08_ddp import parse
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 GPUS = torch.cuda.device_count()
+REAL_DEVICES = clean_env(accelerators=True)  # the other tests' subprocesses see no GPU
+
+
+def run_with_gpus(script: str, *args: str, **kwargs):
+    return run_script(script, *args, env=REAL_DEVICES, **kwargs)
 
 
 @pytest.fixture(scope="module")
 def a07_cuda(tmp_path_factory):
-    return run_script("a07_gpu_single.py", "--benchmark", "--sizes", "64,256,1024,4096",
+    return run_with_gpus("a07_gpu_single.py", "--benchmark", "--sizes", "64,256,1024,4096",
                       cwd=tmp_path_factory.mktemp("a07cuda"))
 
 
@@ -62,18 +67,18 @@ def test_a08_nccl_on_every_gpu(tmp_path):
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=gpu",
          "--master_addr=127.0.0.1", f"--master_port={free_port()}",
          str(ROOT / "a08_ddp_torchrun.py")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env())
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=REAL_DEVICES)
     ddp_lines_ok(result, GPUS)
 
 
 def test_a08_spawn_on_every_gpu(tmp_path):
-    result = run_script("a08_ddp_torchrun.py", "--spawn", str(GPUS), cwd=tmp_path,
+    result = run_with_gpus("a08_ddp_torchrun.py", "--spawn", str(GPUS), cwd=tmp_path,
                         timeout=300)
     ddp_lines_ok(result, GPUS)
 
 
 def test_a08_more_processes_than_gpus_is_refused(tmp_path):
-    result = run_script("a08_ddp_torchrun.py", "--spawn", str(GPUS + 1), "--device", "cuda",
+    result = run_with_gpus("a08_ddp_torchrun.py", "--spawn", str(GPUS + 1), "--device", "cuda",
                         cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1].endswith(
@@ -83,7 +88,7 @@ def test_a08_more_processes_than_gpus_is_refused(tmp_path):
 
 
 def test_a07_gpu_guides_on_cuda(tmp_path):
-    result = run_script("a07_gpu_single.py", "--gpu-guides", cwd=tmp_path, timeout=300)
+    result = run_with_gpus("a07_gpu_single.py", "--gpu-guides", cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     text = section(result.stdout, "GPU how-to and GPU guide: device basics")
     assert "torch.cuda.current_device(): 0" in text
@@ -98,9 +103,9 @@ def test_a07_gpu_guides_on_cuda(tmp_path):
 
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])
 def test_a07_and_a08_amp_on_cuda(amp, tmp_path):
-    a07 = run_script("a07_gpu_single.py", "--amp", amp, cwd=tmp_path)
+    a07 = run_with_gpus("a07_gpu_single.py", "--amp", amp, cwd=tmp_path)
     assert a07.returncode == 0, a07.stderr
     assert "Training accuracy: 1.0" in a07.stdout
-    a08 = run_script("a08_ddp_torchrun.py", "--spawn", str(GPUS), "--amp", amp, cwd=tmp_path,
+    a08 = run_with_gpus("a08_ddp_torchrun.py", "--spawn", str(GPUS), "--amp", amp, cwd=tmp_path,
                      timeout=300)
     ddp_lines_ok(a08, GPUS)

@@ -1,7 +1,8 @@
 """Test shim: a torch whose TCPStore has no libuv, as torch's Windows wheels are built.
 
-Put this folder on PYTHONPATH: every TCPStore created with libuv (torch's default) then fails
-with the error those wheels give, in every module that holds torch's TCPStore class.
+Named in TEST_SHIMS (see sitecustomize.py): every TCPStore created with libuv (torch's
+default) then fails with the error those wheels give, in every module that holds torch's
+TCPStore class.
 """
 
 import sys

@@ -1,6 +1,6 @@
 """Test shim: a DistributedDataParallel that never averages gradients, as if a08 trained each
-process's copy on its own. Put this folder on PYTHONPATH: a08 must then report that the
-processes' parameters differ (tests/test_a08_ddp.py), or its check proves nothing."""
+process's copy on its own. Named in TEST_SHIMS (see sitecustomize.py): a08 must then report
+that the processes' parameters differ (tests/test_a08_ddp.py), or its check proves nothing."""
 
 from torch.nn.parallel import DistributedDataParallel
 

@@ -1,6 +1,6 @@
 """Test shim: adaptive average pooling that refuses what Apple's MPS refuses, an input size that
 is not a multiple of the output size (pytorch/pytorch#96056, #97109, #143864), with MPS's
-message. Put this folder on PYTHONPATH: a07 --gpu-guides must still pass."""
+message. Named in TEST_SHIMS (see sitecustomize.py): a07 --gpu-guides must still pass."""
 
 import torch.nn.functional as F
 

@@ -1,5 +1,5 @@
 """Test shim: start every new process by spawn, as Python does on macOS and Windows (Linux
-forks). Put this folder on PYTHONPATH."""
+forks). Named in TEST_SHIMS (see sitecustomize.py)."""
 
 import multiprocessing
 
