@@ -18,7 +18,7 @@ from typing import Any
 
 from common.extras.errors import UserError
 from common.extras.launcher import is_first_process
-from common.extras.signals import Interruption, SignalWatchdog, Stopped
+from common.extras.signals import Interruption, OrphanWatch, SignalWatchdog, Stopped
 
 
 class _Parser(argparse.ArgumentParser):
@@ -105,12 +105,15 @@ class Ending:
     its own): ``explain`` turns errors of the script's own kind into one line (None: not
     one of them); ``reports_interruptions`` says whether this process prints the Ctrl-C and
     SIGTERM line that every process would print; ``cleanup`` runs however main() ended;
-    ``stopped_hint`` ends the SIGTERM line."""
+    ``stopped_hint`` ends the SIGTERM line; ``on_orphaned``, where given, makes a process that
+    a launcher started (torchrun's variables set) stop when the launcher dies, after calling
+    it (see ``signals.OrphanWatch``)."""
 
     explain: Callable[[Exception], str | None] = _no_explanation
     reports_interruptions: Callable[[], bool] = is_first_process
     cleanup: Callable[[], None] = _nothing
     stopped_hint: str = ""
+    on_orphaned: Callable[[], None] | None = None
 
 
 def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
@@ -124,6 +127,8 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
         sys.stdout.reconfigure(line_buffering=True, write_through=False)
     interruption = Interruption(ending.reports_interruptions, ending.stopped_hint)
     watchdog = SignalWatchdog.start(interruption)
+    orphan_watch = (OrphanWatch(ending.on_orphaned)
+                    if ending.on_orphaned is not None and "RANK" in os.environ else None)
     try:
         main()
     except UserError as err:
@@ -163,6 +168,8 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
         try:
             ending.cleanup()  # may wait in C++ too: the watchdog still watches
         finally:
+            if orphan_watch:
+                orphan_watch.stop()
             if watchdog:
                 watchdog.stop()
             interruption.close()

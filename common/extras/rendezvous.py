@@ -4,9 +4,13 @@ group. ``DDP_ENDING`` gives ``cli.run`` what a08 needs on errors and signals."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import multiprocessing
 import os
 import re
+import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -25,6 +29,7 @@ from common.extras.launcher import (
     is_spawned_worker,
     launch_for_messages,
 )
+from common.extras.signals import ENDING_CHILDREN, GRACE_SECONDS
 
 
 def store_for_this_attempt(launch: Launch, timeout: timedelta) -> dist.Store:
@@ -85,18 +90,52 @@ def _stderr_silenced() -> Iterator[None]:
 
 def spawn(main: Callable[[], None], nprocs: int) -> None:
     """--spawn N: run ``main`` in N new processes on this machine, as torchrun would, but with
-    torch.multiprocessing.spawn (the way the book's DDP-script.py starts its processes). They
-    meet through a file in a temporary folder: no network port and no TCPStore, so this works
-    where torchrun cannot start (torch's Windows wheels lack libuv). A worker that fails has
-    already said why; the others are stopped and this process exits with its status."""
+    torch.multiprocessing (the way the book's DDP-script.py starts its processes). They meet
+    through a file in a temporary folder: no network port and no TCPStore, so this works where
+    torchrun cannot start (torch's Windows wheels lack libuv). A worker that fails has already
+    said why; the others are stopped and this process exits with its status. A Ctrl-C or
+    SIGTERM that reaches only this process (``kill PID``, a process supervisor) is passed on
+    to the workers, and the folder goes only once they have ended."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="a08-spawn-") as folder:
         store = os.path.join(folder, "store")
         try:
-            mp.spawn(_spawned_worker, args=(nprocs, store, main), nprocs=nprocs)
+            workers = mp.start_processes(_spawned_worker, args=(nprocs, store, main),
+                                         nprocs=nprocs, join=False, start_method="spawn")
+            while not workers.join(timeout=0.5):
+                pass
         except mp.ProcessExitedException as err:
             raise SystemExit(err.exit_code if err.exit_code and err.exit_code > 0 else 1) from None
+        except BaseException as err:  # KeyboardInterrupt, or Stopped (SIGTERM)
+            interrupted = isinstance(err, KeyboardInterrupt)
+            # those started so far, even where the signal came while starting them
+            stop_workers(multiprocessing.active_children(),
+                         signal.SIGINT if interrupted else signal.SIGTERM)
+            raise
+
+
+def stop_workers(processes: list, signum: int, grace: float = 10.0) -> None:
+    """The workers of --spawn after this process got ``signum``. A terminal's Ctrl-C, or a
+    signal to the process group, reached them too: they end within GRACE_SECONDS, and a
+    second signal would catch them in their teardown. So only those still running after
+    twice that get ``signum`` from here, then ``grace`` seconds, then are killed. Meanwhile
+    this process's signal watchdog waits (if it ended this process first, each worker would
+    get SIGINT from torch, which has it sent when their parent dies)."""
+    ENDING_CHILDREN.set()
+    try:
+        _join_all(processes, 2 * GRACE_SECONDS)
+        for process in processes:
+            if process.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signum)
+        _join_all(processes, grace)
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join()
+    finally:
+        ENDING_CHILDREN.clear()
 
 
 def _spawned_worker(index: int, nprocs: int, store: str, main: Callable[[], None]) -> None:
@@ -185,7 +224,21 @@ def _reports_interruptions() -> bool:
     return is_first_process() and not is_spawned_worker()
 
 
+def _remove_spawn_folder() -> None:
+    """What --spawn's parent does at its end, for a worker that outlived it: its folder goes."""
+    store = os.environ.get(SPAWN_STORE_VARIABLE)
+    if store:
+        shutil.rmtree(os.path.dirname(store), ignore_errors=True)
+
+
 DDP_ENDING = Ending(explain=explain_distributed_error,
                     reports_interruptions=_reports_interruptions,
                     cleanup=leave_process_group_after_error,
-                    stopped_hint="; with --snapshot, the same command resumes from the last epoch")
+                    stopped_hint="; with --snapshot, the same command resumes from the last epoch",
+                    on_orphaned=_remove_spawn_folder)
+
+
+def _join_all(processes: list, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))

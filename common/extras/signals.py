@@ -19,6 +19,10 @@ class Stopped(BaseException):
 INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
 STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole"
 GRACE_SECONDS = 1.0  # how long a signal may wait for the main thread before the watchdog acts
+# Set while the main thread, which has taken the signal, waits for child processes to end
+# (a08 --spawn): the watchdog then waits for it, however long, instead of ending the process
+# under its children.
+ENDING_CHILDREN = threading.Event()
 
 
 class Interruption:
@@ -88,6 +92,9 @@ class SignalWatchdog:
                 continue
             if self.finished.wait(GRACE_SECONDS):  # the main thread ended the usual way
                 return
+            while ENDING_CHILDREN.is_set():
+                if self.finished.wait(0.1):
+                    return
             self.interruption.say(signum)
             sys.stdout.flush()
             os._exit(130 if signum == signal.SIGINT else 143)
@@ -101,3 +108,36 @@ class SignalWatchdog:
         self.thread.join()
         self.reader.close()
         self.writer.close()
+
+
+class OrphanWatch:
+    """A worker whose launcher died without passing a signal on (torchrun or a08 --spawn
+    killed with SIGKILL, or by the out-of-memory killer) is adopted by another process and
+    would train on, holding its snapshot's lock. This thread notices the new parent, runs
+    ``on_orphaned`` (tidying what the launcher would have), and sends this process SIGTERM: it
+    stops as on a preemption. (POSIX; on Windows a process's recorded parent never changes.)"""
+
+    def __init__(self, on_orphaned: Callable[[], None], poll_seconds: float = 0.5) -> None:
+        self.parent = os.getppid()
+        self.on_orphaned = on_orphaned
+        self.poll_seconds = poll_seconds
+        self.finished = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="orphan-watch", daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.finished.wait(self.poll_seconds):
+            if self.orphaned():
+                os.kill(os.getpid(), signal.SIGTERM)  # on_orphaned runs in stop()
+                return
+
+    def orphaned(self) -> bool:
+        return os.getppid() != self.parent
+
+    def stop(self) -> None:
+        """At the script's end, however it came (this thread's SIGTERM, or another signal
+        sent at the launcher's death: torch's --spawn workers get SIGINT)."""
+        self.finished.set()
+        self.thread.join()
+        if self.orphaned():
+            self.on_orphaned()

@@ -1,0 +1,108 @@
+"""Whoever a signal reaches, and however the launcher dies, every process of an a08 run stops
+within seconds, leaves no process, lock or folder behind, and the next run resumes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT, clean_env, needs_proc, needs_torchrun, torchrun_command
+from test_faults import child_pids, processes_mentioning, wait_for_file
+
+STOPPED_LINE = ("Stopped (SIGTERM, e.g. a preempted job): files already written are whole; "
+                "with --snapshot, the same command resumes from the last epoch.")
+LONG_RUN = ("--epochs", "100000", "--log-every", "1000", "--num-samples", "400")
+
+pytestmark = [pytest.mark.stress, needs_proc]
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def start_spawn(folder: Path, snapshot: Path) -> tuple[subprocess.Popen, Path]:
+    """a08 --spawn 2 with a temporary directory of its own, to see what it leaves there."""
+    tmp = folder / "tmp"
+    tmp.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--spawn", "2", "--snapshot",
+         str(snapshot), *LONG_RUN], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=clean_env() | {"TMPDIR": str(tmp)})
+    return process, tmp
+
+
+def resumes(folder: Path, snapshot: Path) -> None:
+    """The next run on the snapshot is not refused (no lock held) and goes on from it."""
+    completed = torch.load(snapshot, weights_only=True)["epochs_completed"]
+    rerun = subprocess.run([sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--snapshot",
+                            str(snapshot), "--epochs", str(completed + 1), "--num-samples", "400",
+                            "--log-every", "1000"],
+                           cwd=folder, capture_output=True, text=True, timeout=120,
+                           env=clean_env())
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"[CPU0] Resuming from epoch {completed} (" in rerun.stdout
+
+
+@pytest.mark.parametrize("when", ["training", "starting"])
+def test_sigterm_to_the_spawn_parent_alone_stops_every_worker(when, tmp_path):
+    """`kill PID`, `docker stop`, a process supervisor: the signal reaches only the process
+    the user started. Its workers stop too, within seconds, and its folder goes after them."""
+    snapshot = tmp_path / "snap.pt"
+    process, tmp = start_spawn(tmp_path, snapshot)
+    if when == "training":
+        wait_for_file(snapshot, [process])
+    else:  # the workers have just started: importing torch, or meeting through the store
+        deadline = time.monotonic() + 60
+        while len(child_pids(process.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    workers = child_pids(process.pid)
+    start = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert time.monotonic() - start < 15
+    assert process.returncode == 143
+    assert stderr.strip().splitlines() == [STOPPED_LINE], stderr
+    deadline = time.monotonic() + 5  # multiprocessing's resource tracker ends after its parent
+    while [pid for pid in workers if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert workers and not [pid for pid in workers if alive(pid)]
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("a08-spawn-")] == []
+    if when == "training":
+        resumes(tmp_path, snapshot)
+
+
+@needs_torchrun
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_workers_stop_when_their_launcher_is_killed(launcher, tmp_path):
+    """kill -9 of torchrun or of --spawn's parent (or the out-of-memory killer): the workers,
+    adopted by another process, stop within seconds, releasing the snapshot's lock; --spawn's
+    folder goes too; the next run resumes."""
+    snapshot = tmp_path / "snap.pt"
+    if launcher == "torchrun":
+        process = subprocess.Popen(torchrun_command(2, "--snapshot", str(snapshot), *LONG_RUN),
+                                   cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=clean_env())
+        tmp = None
+    else:
+        process, tmp = start_spawn(tmp_path, snapshot)
+    wait_for_file(snapshot, [process])
+    os.kill(process.pid, signal.SIGKILL)
+    start = time.monotonic()
+    process.communicate(timeout=60)  # the pipes close when the last worker has ended
+    assert time.monotonic() - start < 15
+    deadline = time.monotonic() + 10
+    while processes_mentioning(str(snapshot)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_mentioning(str(snapshot)) == [], "workers left behind"
+    if tmp is not None:
+        assert [p.name for p in tmp.iterdir() if p.name.startswith("a08-spawn-")] == []
+    resumes(tmp_path, snapshot)
