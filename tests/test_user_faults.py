@@ -2,6 +2,7 @@
 that stop before the work (or with nothing written) when something is wrong, signals obeyed at
 any moment, every launch variable checked, honest resumes, one line for every number and file."""
 
+import errno
 import os
 import shlex
 import shutil
@@ -351,3 +352,58 @@ def test_torchrun_piped_into_head_ends_promptly(tmp_path):
                             text=True, timeout=120, env=clean_env() | {"OMP_NUM_THREADS": "1"})
     assert time.monotonic() - start < 20
     assert result.stdout.splitlines()[1] == "=== 9.3 Training with multiple GPUs ==="
+
+
+def test_plot_is_written_whole_or_not_at_all(tmp_path, monkeypatch, capsys):
+    """The disk fills while the plot is written: the previous plot stays as it was, no
+    temporary file is left, and the error is one line (as for a checkpoint)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plot.png").write_bytes(b"the previous plot")
+
+    def savefig_on_a_full_disk(self, fname, **kwargs):
+        with open(fname, "wb") as f:
+            f.write(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Figure, "savefig", savefig_on_a_full_disk)
+    code, _, err = run_main("a05_training_loop.py", ["--plot", "plot.png"], capsys)
+    assert code == 1
+    assert err.splitlines() == ["error: plot.png: cannot write it (No space left on device); "
+                                "choose another --plot, or free some space"]
+    assert (tmp_path / "plot.png").read_bytes() == b"the previous plot"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plot.png"]
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["a05_training_loop.py", "--plot", "plots/"],
+     "argument --plot: plots/ names a folder (it ends with /); give the path of a file"),
+    (["a05_training_loop.py", "--plot", "loss.pdf"],
+     "argument --plot: loss.pdf: the plot is a PNG; give a path ending in .png"),
+    (["a06_save_load.py", "--path", "models/"],
+     "argument --path: models/ names a folder (it ends with /); give the path of a file"),
+])
+def test_a_path_meant_as_a_folder_or_a_plot_not_png_is_refused(flags, message, tmp_path,
+                                                                monkeypatch, capsys):
+    """Before training: --plot plots/ trained, then failed; --path models/ wrote a file
+    named models."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(flags[0], flags[1:], capsys)
+    assert code == 2
+    assert err.splitlines()[-1].endswith(message)
+    assert out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_without_png_suffix_is_a_png_at_that_path(tmp_path, monkeypatch, capsys):
+    """matplotlib would write loss.png for `--plot loss`, while the script said `loss`."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main("a05_training_loop.py", ["--plot", "loss", "--epochs", "1"],
+                              capsys)
+    assert code == 0, err
+    assert "Saved the plot to loss\n" in out
+    assert [p.name for p in tmp_path.iterdir()] == ["loss"]
+    assert (tmp_path / "loss").read_bytes().startswith(b"\x89PNG")

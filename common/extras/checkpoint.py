@@ -38,6 +38,8 @@ def check_writable(path: str | os.PathLike, flag: str) -> str | None:
     long, something there that is not a regular file), or None: asked before any work starts,
     so that a bad path never costs a training run."""
     target = Path(os.path.realpath(path))  # a symbolic link: its target is what gets written
+    if str(path).endswith(tuple(filter(None, (os.sep, os.altsep)))):
+        return f"{path} names a folder (it ends with {str(path)[-1]}); give the path of a file"
     try:
         if target.exists() and not target.is_file():
             kind = "a folder" if target.is_dir() else "not a regular file"

@@ -10,7 +10,7 @@ import os
 import torch
 
 from common import toy_data
-from common.extras.checkpoint import check_writable
+from common.extras.checkpoint import atomic_path, check_writable
 from common.extras.reporting import unwrap
 
 
@@ -28,6 +28,9 @@ def _plot_path(text: str) -> str:
         raise argparse.ArgumentTypeError(
             'needs matplotlib: pip install ".[plot]" in this repository\'s environment, or '
             'python -m pip install matplotlib with the Python that runs this script') from None
+    if os.path.splitext(text)[1].lower() not in ("", ".png"):
+        raise argparse.ArgumentTypeError(f"{text}: the plot is a PNG; give a path ending "
+                                         f"in .png")
     if problem := check_writable(text, "--plot"):  # before training, not after it
         raise argparse.ArgumentTypeError(problem)
     return text
@@ -65,6 +68,7 @@ def plot_training(losses: list[float], model: torch.nn.Module,
     ax_data.scatter(X[:, 0], X[:, 1], c=y, cmap="coolwarm", edgecolors="black")
     ax_data.set(title="Toy data and the learned decision boundary", xlabel="x1", ylabel="x2")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_path(path, "--plot") as tmp:  # whole or not at all, as a checkpoint
+        fig.savefig(tmp, dpi=100, format="png")  # the name's own suffix is not looked at
     plt.close(fig)
     print(f"\nSaved the plot to {path}")
