@@ -6,14 +6,17 @@ import platform
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
+from common import NeuralNetwork
 from conftest import (
     ROOT,
     TORCH_LOG,
@@ -88,6 +91,12 @@ def make_bad_checkpoints(folder: Path) -> dict[str, str]:
     torch.save(torch.nn.Linear(3, 4).state_dict(), folder / "other_arch.pth")
     torch.save([1, 2, 3], folder / "a_list.pth")
     (folder / "a_folder.pth").mkdir()
+    model = NeuralNetwork(2, 2)
+    torch.save({"epoch": 3, "model_state_dict": model.state_dict(),  # PyTorch's recipe
+                "optimizer_state_dict": torch.optim.SGD(model.parameters(), lr=0.5).state_dict(),
+                "loss": 0.1}, folder / "general.pth")
+    torch.save(model.state_dict(), folder / "damaged.pth")
+    flip_a_byte_of_a_tensor(folder / "damaged.pth")
     return {
         "missing.pth": "missing.pth: no such file",
         "empty.pth": "empty.pth: the file is empty",
@@ -96,7 +105,22 @@ def make_bad_checkpoints(folder: Path) -> dict[str, str]:
         "other_arch.pth": "other_arch.pth: saved from another architecture",
         "a_list.pth": "a_list.pth: holds no model state_dict",
         "a_folder.pth": "a_folder.pth: is a folder",
+        "general.pth": "general.pth: a general checkpoint (epoch, optimizer, ...), not a "
+                       "model's state_dict; its weights are under 'model_state_dict'",
+        "damaged.pth": "damaged.pth: damaged (",
     }
+
+
+def flip_a_byte_of_a_tensor(path: Path) -> None:
+    """One byte inside the first tensor's data, as a failing disk or copy would change it:
+    the file still loads, with one wrong number, unless its checksums are checked."""
+    with zipfile.ZipFile(path) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith("/data/0"))
+    data = bytearray(path.read_bytes())
+    name_length, extra_length = struct.unpack("<HH", data[info.header_offset + 26:
+                                                          info.header_offset + 30])
+    data[info.header_offset + 30 + name_length + extra_length + 5] ^= 0xFF
+    path.write_bytes(bytes(data))
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +130,8 @@ def bad_files(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["missing.pth", "empty.pth", "truncated.pth", "notes.pth",
-                                  "other_arch.pth", "a_list.pth", "a_folder.pth"])
+                                  "other_arch.pth", "a_list.pth", "a_folder.pth",
+                                  "general.pth", "damaged.pth"])
 def test_a06_load_bad_file_is_one_line(name, bad_files, capsys):
     folder, expected = bad_files
     code, _, err = run_main("a06_save_load.py", ["--load", str(folder / name)], capsys)
@@ -115,6 +140,50 @@ def test_a06_load_bad_file_is_one_line(name, bad_files, capsys):
     assert len(lines) == 1, err
     assert lines[0].startswith("error: ")
     assert expected[name] in lines[0]
+
+
+def test_the_damaged_file_would_load_silently_without_the_check(bad_files):
+    """The damage is inside a tensor: torch.load alone reads it without complaint."""
+    folder, _ = bad_files
+    damaged = torch.load(folder / "damaged.pth", weights_only=True)
+    assert set(damaged) == set(NeuralNetwork(2, 2).state_dict())
+
+
+def test_a06_names_a_model_saved_on_a_gpu(tmp_path, monkeypatch, capsys):
+    """Simulated: a state_dict saved on Colab's GPU, loaded on a CPU-only laptop (torch.load
+    without map_location fails so). The cause is named, not called corrupt."""
+    import a06_save_load
+    torch.save(NeuralNetwork(2, 2).state_dict(), tmp_path / "colab.pth")
+
+    def load_on_a_machine_without_cuda(*args, **kwargs):
+        raise RuntimeError("Attempting to deserialize object on a CUDA device but "
+                           "torch.cuda.is_available() is False. If you are running on a "
+                           "CPU-only machine, please use torch.load with "
+                           "map_location=torch.device('cpu') to map your storages to the CPU.")
+
+    monkeypatch.setattr(a06_save_load.torch, "load", load_on_a_machine_without_cuda)
+    code, _, err = run_main("a06_save_load.py", ["--load", str(tmp_path / "colab.pth")], capsys)
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: {tmp_path / 'colab.pth'}: saved on a CUDA GPU, and this machine has none; "
+        f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the CPU"]
+
+
+def test_a06_load_scores_every_training_example_the_same_every_time(tmp_path, capsys):
+    """A model that always predicts class 0 is right on 3 of the 5 training examples: 0.6 on
+    every run (the shuffling training loader would score 4 of them, another 4 each time)."""
+    model = NeuralNetwork(2, 2)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+        model.layers[4].bias.copy_(torch.tensor([1.0, 0.0]))
+    torch.save(model.state_dict(), tmp_path / "class0.pth")
+    for _ in range(4):
+        code, out, err = run_main("a06_save_load.py", ["--load", str(tmp_path / "class0.pth")],
+                                  capsys)
+        assert code == 0, err
+        three_of_five = (torch.tensor(3.0) / 5).item()  # compute_accuracy's float32 division
+        assert f"Training accuracy: {three_of_five}\nTest accuracy: 0.5\n" in out
 
 
 def test_a06_load_bad_file_from_the_command_line(bad_files):

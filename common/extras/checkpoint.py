@@ -19,6 +19,7 @@ import errno
 import os
 import pickle
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,8 +110,12 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
                                   f"again")
         with open(path, "rb"):  # unreadable: say so, rather than "not a checkpoint"
             pass
+        damaged = _damaged_member(path)
     except OSError as err:
         raise CheckpointError(f"{path}: cannot read it ({err.strerror})") from None
+    if damaged:  # torch.load does not check the zip's checksums: it would load wrong numbers
+        raise CheckpointError(f"{path}: damaged ({damaged} does not match its checksum); save "
+                              f"the checkpoint again")
     try:
         yield
     except pickle.UnpicklingError as err:
@@ -123,6 +128,16 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
         ) from None
     except Exception as err:
         message = str(err)
+        if "deserialize object on a CUDA device" in message:  # saved on a GPU (Colab)
+            raise CheckpointError(
+                f"{path}: saved on a CUDA GPU, and this machine has none; "
+                f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the "
+                f"CPU") from None
+        if '"model_state_dict"' in message:  # PyTorch's recipe for a general checkpoint
+            raise CheckpointError(
+                f"{path}: a general checkpoint (epoch, optimizer, ...), not a model's "
+                f"state_dict; its weights are under 'model_state_dict': "
+                f"model.load_state_dict(torch.load(PATH)['model_state_dict'])") from None
         if '"epochs_completed"' in message:  # load_state_dict given a whole a08 snapshot
             raise CheckpointError(
                 f"{path}: an a08 snapshot, not a model's state_dict; its model is under the "
@@ -157,6 +172,17 @@ def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _damaged_member(path: Path) -> str | None:
+    """The first part of a zip-format checkpoint (torch.save's format) whose bytes no longer
+    match their checksum, or None (also for a file that is not a whole zip: torch.load says
+    what it is)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError):
+        return None
 
 
 def _looks_like_zip(path: Path) -> bool:
