@@ -195,6 +195,40 @@ def test_a08_resume_with_other_settings_names_them(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["snap.pt"]  # no lock file left
 
 
+def test_a08_resume_refused_for_a_flag_left_out_says_so(tmp_path, capsys):
+    snapshot = str(tmp_path / "snap.pt")
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--epochs", "1"],
+                    capsys)[0] == 0
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--num-samples",
+                                                    "10"], capsys)
+    assert code == 1
+    assert one_error_line(err).startswith(
+        f"error: {snapshot} was made with no --num-samples (asked: 10): resume with its")
+
+
+def test_a08_lock_file_that_cannot_be_opened_is_one_line(tmp_path, capsys):
+    """A lock file left where this user cannot open it (another user's, in a shared folder;
+    here a folder of that name, which root cannot open either)."""
+    snapshot = tmp_path / "snap.pt"
+    (tmp_path / ".snap.pt.lock").mkdir()
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", str(snapshot)], capsys)
+    assert code == 1
+    assert one_error_line(err) == (
+        f"error: {tmp_path / '.snap.pt.lock'}: cannot open the snapshot's lock file (Is a "
+        f"directory); remove it, or give another --snapshot path")
+    assert "Epoch:" not in out
+
+
+def test_a_path_the_terminal_cannot_show_is_escaped_not_a_traceback(tmp_path):
+    """A non-ASCII file name, printed to an output that only takes ASCII: the file is saved
+    and the line says where, with the name escaped."""
+    env = clean_env() | {"PYTHONIOENCODING": "ascii"}
+    result = run_script("a06_save_load.py", "--path", "mod\u00e8l.pth", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "Saved model.state_dict() to mod\\xe8l.pth\n" in result.stdout
+    assert (tmp_path / "mod\u00e8l.pth").stat().st_size > 0
+
+
 def test_a08_fewer_epochs_than_done_trains_nothing_and_says_so(tmp_path, capsys):
     snapshot = str(tmp_path / "snap.pt")
     assert run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--epochs", "3"],

@@ -124,7 +124,9 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
     with one line, within about a second even while torch waits inside C++ code, where Python
     cannot raise (see ``signals.SignalWatchdog``)."""
     if hasattr(sys.stdout, "reconfigure"):  # a notebook's stdout may not have it
-        sys.stdout.reconfigure(line_buffering=True, write_through=False)
+        # a path the terminal's encoding cannot show is escaped, not a traceback after saving
+        sys.stdout.reconfigure(line_buffering=True, write_through=False,
+                               errors="backslashreplace")
     interruption = Interruption(ending.reports_interruptions, ending.stopped_hint)
     watchdog = SignalWatchdog.start(interruption)
     orphan_watch = (OrphanWatch(ending.on_orphaned)

@@ -83,9 +83,8 @@ class Snapshot:
 
     def _lock_and_read(self) -> dict | str | None:
         """Rank 0: the snapshot, None where there is none yet, or why it cannot be used."""
-        if not self._take_lock():
-            return (f"{self.path}: another run is using this snapshot; wait for it to end, "
-                    f"or give this one another --snapshot path")
+        if problem := self._take_lock():
+            return problem
         if not os.path.exists(self.path):
             return None
         try:
@@ -95,29 +94,40 @@ class Snapshot:
         if not isinstance(payload, dict) or "epochs_completed" not in payload:
             return f"{self.path}: not an a08 snapshot; move it away or pick another --snapshot path"
         saved = payload.get("settings", {})
-        differ = [f"{flag} {saved[flag]} (asked: {value})" for flag, value in
+        differ = [_difference(flag, saved[flag], value) for flag, value in
                   self.settings.items() if flag in saved and saved[flag] != value]
         if differ:
             return (f"{self.path} was made with {', '.join(differ)}: resume with its settings, "
                     f"or move it away to start afresh (the number of processes may change)")
         return payload
 
-    def _take_lock(self) -> bool:
+    def _take_lock(self) -> str | None:
         """An exclusive lock on a file beside the snapshot, held while this Snapshot lives
         (the system releases it even after kill -9, so a crashed run never blocks the next;
-        only its empty lock file stays)."""
+        only its empty lock file stays); None, or why it cannot be had."""
         if fcntl is None:
-            return True
+            return None
         folder, name = os.path.split(os.path.abspath(self.path))
         path = os.path.join(folder, f".{name}.lock")
-        lock = open(path, "a")  # noqa: SIM115
+        try:
+            lock = open(path, "a")  # noqa: SIM115
+        except OSError as err:  # e.g. left by another user's run, in a shared folder
+            return (f"{path}: cannot open the snapshot's lock file ({err.strerror}); remove "
+                    f"it, or give another --snapshot path")
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             lock.close()
-            return False
+            return (f"{self.path}: another run is using this snapshot; wait for it to end, "
+                    f"or give this one another --snapshot path")
         weakref.finalize(self, _release, lock, path)
-        return True
+        return None
+
+
+def _difference(flag: str, saved: Any, asked: Any) -> str:
+    """'--lr 0.5 (asked: 0.1)'; a flag left out (None) reads 'no --num-samples'."""
+    return (f"{flag} {saved}" if saved is not None else f"no {flag}") + \
+        f" (asked: {asked if asked is not None else 'no ' + flag})"
 
 
 def _release(lock: IO[str], path: str) -> None:
