@@ -6,10 +6,10 @@ Run: python a01_tensors.py
 
 import platform
 
+from common import extras
+
 import numpy as np
 import torch
-
-from common import extras
 
 
 def section_1_3_environment() -> None:

@@ -3,11 +3,11 @@
 Run: python a02_autograd.py
 """
 
+from common import extras
+
 import torch
 import torch.nn.functional as F
 from torch.autograd import grad
-
-from common import extras
 
 
 def section_3_forward_pass() -> None:

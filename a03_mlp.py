@@ -5,9 +5,9 @@ The NeuralNetwork class itself lives in common/__init__.py, because sections 7 t
 Run: python a03_mlp.py
 """
 
-import torch
-
 from common import NeuralNetwork, extras
+
+import torch
 
 
 def count_trainable_parameters(model: torch.nn.Module) -> int:

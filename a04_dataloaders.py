@@ -5,10 +5,10 @@ ToyDataset and the toy data live in common/__init__.py, because sections 7 to 9 
 Run: python a04_dataloaders.py
 """
 
+from common import ToyDataset, extras, toy_data
+
 import torch
 from torch.utils.data import DataLoader
-
-from common import ToyDataset, extras, toy_data
 
 
 def print_batches(loader: DataLoader) -> None:

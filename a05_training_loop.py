@@ -8,11 +8,11 @@ Run: python a05_training_loop.py [--plot PATH]
 import argparse
 from typing import NamedTuple
 
+from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
+
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
-
-from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

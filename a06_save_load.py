@@ -10,11 +10,12 @@ Run: python a06_save_load.py [--path model.pth]
 
 import argparse
 
+from common import NeuralNetwork, ToyDataset, compute_accuracy, extras, toy_data, toy_loaders
+
 import torch
 from torch.utils.data import DataLoader
 
 from a05_training_loop import train_tutorial_model
-from common import NeuralNetwork, ToyDataset, compute_accuracy, extras, toy_data, toy_loaders
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

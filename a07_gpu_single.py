@@ -8,12 +8,13 @@ Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark (Exercis
 
 import argparse
 
+from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
+
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from a05_training_loop import Trained
-from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -10,6 +10,8 @@ import os
 import platform
 from datetime import timedelta
 
+from common import NeuralNetwork, ToyDataset, compute_accuracy, extras, toy_data
+
 import torch
 import torch.nn.functional as F
 from torch.distributed import destroy_process_group, init_process_group  # NEW: process groups
@@ -18,7 +20,6 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler  # NEW: a slice per process
 
 from a05_training_loop import Trained
-from common import NeuralNetwork, ToyDataset, compute_accuracy, extras, toy_data
 
 
 def parse_args(argv: list[str] | None = None

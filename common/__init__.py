@@ -10,6 +10,9 @@ devices, safe checkpoints, snapshots, distributed helpers, plots, the walkthroug
 need to read it to follow the tutorial.
 """
 
+# EXTRA: first, before torch loads: what Ctrl-C does meanwhile, and more (see its docstring)
+from common.extras import startup  # noqa: F401
+
 import torch
 from torch.utils.data import DataLoader, Dataset
 

@@ -5,13 +5,14 @@ import re
 import subprocess
 import sys
 
+from common import NeuralNetwork
+
 import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 import a08_ddp_torchrun as a08
-from common import NeuralNetwork
 from conftest import (
     ON_WINDOWS,
     ROOT,

@@ -1,10 +1,5 @@
 """Pieces of common/ that the scripts' output cannot pin down on its own."""
 
-import pytest
-import torch
-from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler
-
 from common import ToyDataset, compute_accuracy
 from common.extras.data import (
     BatchGatheringDataset,
@@ -13,6 +8,11 @@ from common.extras.data import (
     index_dtype,
 )
 from common.extras.devices import gpu_shortage
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
 
 
 @pytest.mark.parametrize("num_samples, replicas, batch", [

@@ -13,10 +13,11 @@ import time
 import zipfile
 from pathlib import Path
 
+from common import NeuralNetwork
+
 import pytest
 import torch
 
-from common import NeuralNetwork
 from conftest import (
     ROOT,
     TORCH_LOG,
@@ -534,10 +535,10 @@ def test_every_tcpstore_a08_makes_honours_use_libuv(monkeypatch):
     """USE_LIBUV=0 (a08 sets it on Windows, where torch has no libuv) reaches the TCPStore."""
     from datetime import timedelta
 
-    import torch.distributed as dist
-
     from common.extras import rendezvous
     from common.extras.launcher import read_launch
+
+    import torch.distributed as dist
     made = []
 
     class FakeStore:

@@ -5,10 +5,6 @@ import importlib.util
 import re
 import warnings
 
-import pytest
-import torch
-import torch.nn.functional as F
-
 from common.extras import gpu_guides, matmul_benchmark
 from common.extras.gpu_guides import memory_and_checkpointing, mixed_precision
 from common.extras.precision import (
@@ -18,6 +14,11 @@ from common.extras.precision import (
     training_step_memory,
 )
 from common.gpu_articles import ConvNet, LSTMGenerator, RNNClassifier, TransformerLM
+
+import pytest
+import torch
+import torch.nn.functional as F
+
 from conftest import SHIMS, run_main, run_script, section, shim_env
 from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
 

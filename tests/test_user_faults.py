@@ -357,9 +357,9 @@ def test_output_to_a_full_device_is_one_line(tmp_path):
 
 
 def test_a06_names_a_ddp_state_dict_and_an_a08_snapshot(tmp_path, capsys):
-    import torch
-
     from common import NeuralNetwork
+
+    import torch
     ddp_keys = {f"module.{k}": v for k, v in NeuralNetwork(2, 2).state_dict().items()}
     torch.save(ddp_keys, tmp_path / "ddp.pth")
     code, _, err = run_main("a06_save_load.py", ["--load", str(tmp_path / "ddp.pth")], capsys)

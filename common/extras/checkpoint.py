@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from common.extras.errors import UserError
+
+import torch
 
 
 class CheckpointError(UserError):

@@ -167,6 +167,8 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
         print(f"error: {explained}", file=sys.stderr)  # every process: each may differ
         sys.exit(1)
     finally:
+        if watchdog:
+            watchdog.ending()
         try:
             ending.cleanup()  # may wait in C++ too: the watchdog still watches
         finally:

@@ -7,12 +7,12 @@ import argparse
 import math
 from collections.abc import Iterator
 
+from common import ToyDataset
+
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
-
-from common import ToyDataset
 
 
 def gives_full_batches(num_samples: int, world_size: int, batch_size: int) -> bool:

@@ -9,8 +9,6 @@ import os
 import warnings
 from datetime import timedelta
 
-import torch
-
 from common.extras.checkpoint import check_writable
 from common.extras.cli import positive_float, positive_int
 from common.extras.data import gives_full_batches, samples_needed
@@ -21,6 +19,8 @@ from common.extras.launcher import (
     spawn_launch,
     started_by_torchrun,
 )
+
+import torch
 
 
 def seconds(text: str) -> timedelta:

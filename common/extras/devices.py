@@ -8,9 +8,9 @@ import argparse
 import platform
 from typing import Any
 
-import torch
-
 from common.extras.launcher import Launch
+
+import torch
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 

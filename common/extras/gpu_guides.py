@@ -8,9 +8,6 @@ import argparse
 import warnings
 from collections.abc import Callable
 
-import torch
-import torch.nn as nn
-
 from common.extras.cli import heading
 from common.extras.precision import (
     Blocks,
@@ -26,6 +23,9 @@ from common.gpu_articles import (
     RNNClassifier,
     TransformerLM,
 )
+
+import torch
+import torch.nn as nn
 
 NO_CUDA = "(no CUDA GPU here)"
 

@@ -15,10 +15,10 @@ import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import torch
-
 from common.extras.cli import heading, positive_int_list
 from common.extras.devices import detect_accelerator
+
+import torch
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import os
 
-import torch
-
 from common import toy_data
 from common.extras.checkpoint import atomic_path, check_writable
 from common.extras.reporting import unwrap
+
+import torch
 
 
 def add_plot_flag(parser: argparse.ArgumentParser) -> None:

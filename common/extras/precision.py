@@ -10,11 +10,11 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from common import NeuralNetwork, compute_accuracy, toy_loaders
+
 import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
-
-from common import NeuralNetwork, compute_accuracy, toy_loaders
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

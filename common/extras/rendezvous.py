@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-import torch.distributed as dist
-
 from common.extras.cli import Ending, run
 from common.extras.launcher import (
     SPAWN_STORE_VARIABLE,
@@ -30,6 +28,8 @@ from common.extras.launcher import (
     launch_for_messages,
 )
 from common.extras.signals import ENDING_CHILDREN, GRACE_SECONDS
+
+import torch.distributed as dist
 
 
 def store_for_this_attempt(launch: Launch, timeout: timedelta) -> dist.Store:

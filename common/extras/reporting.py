@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
+from common import compute_accuracy
+
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Subset
-
-from common import compute_accuracy
 
 
 def process_name(device: torch.device) -> str:

@@ -57,10 +57,10 @@ class SignalWatchdog:
     GRACE_SECONDS, says the usual line and ends the process itself. (A socket pair, not a
     pipe: on Windows the wakeup file descriptor must be a socket.)"""
 
-    def __init__(self, interruption: Interruption, previous_sigterm: Any) -> None:
+    def __init__(self, interruption: Interruption, previous_handlers: dict[int, Any]) -> None:
         self.interruption = interruption
         self.finished = threading.Event()
-        self.previous_sigterm = previous_sigterm
+        self.previous_handlers = previous_handlers
         self.sigterm_arrived = False
         self.reader, self.writer = socket.socketpair()
         self.writer.setblocking(False)
@@ -74,9 +74,19 @@ class SignalWatchdog:
         """Only on the main thread (the only one that may set signal handlers)."""
         if threading.current_thread() is not threading.main_thread():
             return None
-        watchdog = cls(interruption, signal.getsignal(signal.SIGTERM))
+        watchdog = cls(interruption, {signum: signal.getsignal(signum)
+                                      for signum in (signal.SIGINT, signal.SIGTERM)})
+        # Ctrl-C raises KeyboardInterrupt (what it does before startup.py changes it)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, watchdog._on_sigterm)
         return watchdog
+
+    def ending(self) -> None:
+        """The script is ending (its cleanup may run in C++ for a while): a second Ctrl-C or
+        SIGTERM no longer raises in it (a traceback from the teardown) but reaches only this
+        thread, which ends the process GRACE_SECONDS later if the script has not ended."""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _wake_the_watchdog_only)
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         self.sigterm_arrived = True
@@ -102,12 +112,17 @@ class SignalWatchdog:
     def stop(self) -> None:
         """Back as it was: run() may be called from a longer-lived program (the tests)."""
         signal.set_wakeup_fd(self.previous_wakeup)
-        signal.signal(signal.SIGTERM, self.previous_sigterm)
+        for signum, handler in self.previous_handlers.items():
+            signal.signal(signum, handler)
         self.finished.set()
         self.writer.send(b"\0")
         self.thread.join()
         self.reader.close()
         self.writer.close()
+
+
+def _wake_the_watchdog_only(signum: int, frame: Any) -> None:
+    """A Python handler that does nothing: Python still writes the signal to the wakeup socket."""
 
 
 class OrphanWatch:

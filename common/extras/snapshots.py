@@ -12,11 +12,11 @@ import os
 import weakref
 from typing import IO, Any
 
-import torch
-import torch.distributed as dist
-
 from common.extras.checkpoint import CheckpointError, atomic_path, safe_load
 from common.extras.reporting import process_name, unwrap
+
+import torch
+import torch.distributed as dist
 
 try:
     import fcntl

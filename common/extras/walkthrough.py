@@ -1,9 +1,11 @@
 """Run the whole companion in the tutorial's order: python -m common.extras.walkthrough
 
-Each script runs in a fresh temporary folder (so a06's model.pth leaves no litter) and prints
-straight to the terminal; the walkthrough stops with a clear message at the first that fails.
-a08 runs under torchrun with two processes, as section 9.3 shows it (on Windows, where torchrun
-cannot start, with --spawn 2).
+Each script runs in a fresh temporary folder (so a06's model.pth leaves no litter), its output
+passed on to the terminal line by line; the walkthrough stops with a clear message at the first
+that fails. a08 runs under torchrun with two processes, as section 9.3 shows it (on Windows,
+where torchrun cannot start, with --spawn 2). A Ctrl-C or SIGTERM stops the script that runs
+and ends the walkthrough with one line (torchrun's own log of it, and its workers' lines, are
+not passed on).
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import BinaryIO
 
 from common.extras.launcher import torchrun_command
 
@@ -38,32 +43,90 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.parse_args()
+    previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
+    try:
+        return run_steps()
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def run_steps() -> int:
+    """Each step in turn: 0 once all ran, 1 at the first that fails, 130 on Ctrl-C."""
     for script, nproc, arguments in STEPS:
-        if nproc:
-            command = torchrun_command(nproc, str(ROOT / script), *arguments)
-        else:
-            command = [sys.executable, str(ROOT / script), *arguments]
-        shown = " ".join([f"torchrun --standalone --nproc_per_node={nproc}" if nproc else "python",
-                          script, *arguments])
-        if arguments:
-            print(f"\n(On Windows torchrun cannot start: torch's wheels there lack libuv. "
-                  f"{script} {' '.join(arguments)} starts the processes itself.)")
-        print(f"\n##### {shown} #####", flush=True)
-        # torchrun warns when it sets OMP_NUM_THREADS=1 itself; setting it here says the same
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        with tempfile.TemporaryDirectory() as workdir:
-            try:
-                returncode = subprocess.run(command, cwd=workdir,
-                                            env=env if nproc else None).returncode
-            except KeyboardInterrupt:
-                print(f"\nWalkthrough interrupted during {script}.", file=sys.stderr)
-                return 130
+        try:
+            returncode, shown = run_step(script, nproc, arguments)
+        except KeyboardInterrupt:
+            print(f"\nWalkthrough interrupted during {script}.", file=sys.stderr)
+            return 130
         if returncode != 0:
             print(f"\nWalkthrough stopped: {script} failed (exit status {returncode}). "
                   f"Run `{shown}` from the repository to see it alone.", file=sys.stderr)
             return 1
     print(f"\nWalkthrough complete: all {len(STEPS)} scripts ran.")
     return 0
+
+
+def run_step(script: str, nproc: int | None, arguments: list[str]) -> tuple[int, str]:
+    """Run one script as the tutorial shows it: (its exit status, its command as shown)."""
+    if nproc:
+        command = torchrun_command(nproc, str(ROOT / script), *arguments)
+    else:
+        command = [sys.executable, str(ROOT / script), *arguments]
+    shown = " ".join([f"torchrun --standalone --nproc_per_node={nproc}" if nproc else "python",
+                      script, *arguments])
+    if arguments:
+        print(f"\n(On Windows torchrun cannot start: torch's wheels there lack libuv. "
+              f"{script} {' '.join(arguments)} starts the processes itself.)")
+    print(f"\n##### {shown} #####", flush=True)
+    # torchrun warns when it sets OMP_NUM_THREADS=1 itself; setting it here says the same
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    with tempfile.TemporaryDirectory() as workdir:
+        return run_passing_output_on(command, workdir, env if nproc else None), shown
+
+
+def run_passing_output_on(command: list[str], workdir: str, env: dict | None) -> int:
+    """Run ``command`` in its own session (a Ctrl-C at the terminal reaches only this process),
+    passing its output on as it comes. On Ctrl-C or SIGTERM here: stop passing it on, stop
+    the command (SIGINT, as the terminal would have sent; torchrun passes it to its workers),
+    and raise KeyboardInterrupt once it has ended."""
+    process = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    passing_on = threading.Event()
+    passing_on.set()
+    relays = [threading.Thread(target=_pass_on, args=(source, target, passing_on), daemon=True)
+              for source, target in ((process.stdout, sys.stdout.buffer),
+                                     (process.stderr, sys.stderr.buffer))]
+    for relay in relays:
+        relay.start()
+    try:
+        process.wait()
+    except KeyboardInterrupt:
+        passing_on.clear()
+        _stop(process)
+        raise
+    finally:
+        for relay in relays:
+            relay.join(timeout=5)
+    return process.returncode
+
+
+def _pass_on(source: BinaryIO, target: BinaryIO, passing_on: threading.Event) -> None:
+    for line in source:
+        if passing_on.is_set():
+            target.write(line)
+            target.flush()
+
+
+def _stop(process: subprocess.Popen, grace: float = 10.0) -> None:
+    if os.name == "posix":
+        process.send_signal(signal.SIGINT)
+    else:
+        process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import a08_ddp_torchrun as a08
 from common import NeuralNetwork
 from common.extras import Snapshot, TrainingClock, report_summary, run
+
+import a08_ddp_torchrun as a08
 
 
 def main() -> None:

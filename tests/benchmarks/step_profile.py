@@ -25,9 +25,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import a08_ddp_torchrun as a08
 from common import NeuralNetwork
 from common.extras import DDP_ENDING, free_model_and_wait_for_gloo, run, store_for_this_attempt
+
+import a08_ddp_torchrun as a08
 
 WARM_UP_STEPS = 5
 PHASES = ("fetch", "forward", "backward", "sync wait", "optimizer", "step")

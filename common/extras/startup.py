@@ -1,0 +1,110 @@
+"""What a script needs before torch loads, which takes a second or more (longer from a cold
+disk). ``common.extras`` imports this module before any module of its that imports torch, and
+the scripts import ``common`` before torch, so importing it is the first thing they do:
+
+- a standard output or error that the shell closed (``2>&-``) points at the null device, so
+  that the script runs as usual, and no file it opens later takes that number and receives
+  what torch writes there;
+- a file of the learner's beside the scripts that would hide a package they import (a
+  ``torch.py`` or ``numpy.py`` in the clone) is named in one line, before it is imported;
+- until ``cli.run`` takes over, a Ctrl-C or SIGTERM ends the script with the line that
+  ``run`` would say, from one process, instead of a traceback from inside torch's import (or,
+  for SIGTERM, silence).
+
+Only where one of the companion's scripts is the program that runs: a notebook, pytest or
+anything else that imports ``common`` keeps its own streams and signal handling.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from common.extras.launcher import is_first_process
+from common.extras.signals import INTERRUPTED, STOPPED
+
+ROOT = Path(__file__).resolve().parent.parent.parent  # the clone: where the scripts are
+HIDEABLE_PACKAGES = ("torch", "numpy", "matplotlib")  # what the scripts import from outside
+
+
+def running_a_script() -> bool:
+    """One of the aNN_*.py scripts is the program, or is being imported again as
+    ``__mp_main__`` by a process that multiprocessing started for it (its ``__main__`` is
+    multiprocessing's own until then)."""
+    for name in ("__main__", "__mp_main__"):
+        main_file = getattr(sys.modules.get(name), "__file__", None)
+        if main_file is not None and Path(main_file).resolve().parent == ROOT:
+            return True
+    return False
+
+
+def point_closed_streams_at_null() -> None:
+    """Standard output or error closed by the shell: the null device takes its number."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 (lives as long as sys)
+
+
+def file_hiding_a_package(folder: Path = ROOT) -> Path | None:
+    """A module or package of the learner's in ``folder`` (first on ``sys.path`` when a script
+    runs) named like one the scripts import from outside, which Python would import instead."""
+    for name in HIDEABLE_PACKAGES:
+        if name in sys.modules:
+            continue  # already imported: whatever it is, it is too late to say
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin).resolve()
+        found = origin.parent if origin.name == "__init__.py" else origin
+        if found.parent == folder.resolve():
+            return found
+    return None
+
+
+def end_with_one_line(signum: int, frame: object) -> None:
+    """Nothing is written yet while a script loads: say the line (torchrun's rank 0, or the
+    one process) and end at once."""
+    if is_first_process():
+        line = INTERRUPTED if signum == signal.SIGINT else STOPPED + "."
+        os.write(2, f"\n{line}\n".encode())
+    os._exit(130 if signum == signal.SIGINT else 143)
+
+
+def prepare() -> None:
+    point_closed_streams_at_null()
+    hiding = file_hiding_a_package()
+    if hiding is not None:
+        print(f"error: {hiding} hides the installed {hiding.stem} package from every script "
+              f"here; rename or move it", file=sys.stderr)
+        sys.exit(1)
+    if multiprocessing.current_process().name != "MainProcess":
+        # a process that a script started (--spawn, or a DataLoader where it spawns), which
+        # imports the script again: its parent speaks for it, and a DataLoader's worker must
+        # live on through a Ctrl-C (torch's loop ignores it, and the main process stops it)
+        sys.excepthook = _silent_on_interruption
+    elif threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, end_with_one_line)
+        signal.signal(signal.SIGTERM, end_with_one_line)
+
+
+def _silent_on_interruption(kind: type[BaseException], error: BaseException,
+                            trace: object) -> None:
+    if not issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, error, trace)
+
+
+if running_a_script():
+    prepare()

@@ -1,0 +1,141 @@
+"""A script's first second and its last: a Ctrl-C or SIGTERM while torch loads, a second
+Ctrl-C during a08's teardown, standard streams the shell closed, a learner's torch.py beside
+the scripts, and the walkthrough stopped midway (common/extras/startup.py, signals.py,
+walkthrough.py)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from common.extras import startup
+
+import pytest
+
+from conftest import ROOT, clean_env, needs_proc, needs_sigint, shim_env, with_shims
+from test_faults import processes_mentioning
+
+INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
+STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole."
+
+
+def signal_in_torch_import(signal_name: str = "SIGINT") -> dict:
+    """An environment where the script sends itself ``signal_name`` from inside its torch
+    import (no cpu_only shim: that one imports torch before the script does; nothing gets as
+    far as a device)."""
+    return with_shims(clean_env(accelerators=True) | {"SHIM_SIGNAL": signal_name},
+                      "signal_in_torch_import")
+
+
+@needs_sigint
+@pytest.mark.parametrize(("signal_name", "line", "status"), [
+    ("SIGINT", INTERRUPTED, 130), ("SIGTERM", STOPPED, 143)])
+def test_a_signal_while_torch_loads_is_one_line(tmp_path, signal_name, line, status):
+    """Before: a 28-line traceback from inside torch (SIGINT), or silence (SIGTERM)."""
+    result = subprocess.run([sys.executable, str(ROOT / "a05_training_loop.py")], cwd=tmp_path,
+                            env=signal_in_torch_import(signal_name), capture_output=True,
+                            text=True, timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (status, line)
+    assert result.stdout == ""
+
+
+@needs_sigint
+def test_a_signal_while_torch_loads_is_said_by_rank_0_only(tmp_path):
+    """Under torchrun every worker loads torch at once: one line for all of them."""
+    results = [subprocess.run([sys.executable, str(ROOT / "a08_ddp_torchrun.py")], cwd=tmp_path,
+                              env=signal_in_torch_import() | {"RANK": str(rank), "WORLD_SIZE": "2",
+                                         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
+                              capture_output=True, text=True, timeout=60)
+               for rank in (0, 1)]
+    assert [(r.returncode, r.stderr.strip()) for r in results] == [(130, INTERRUPTED), (130, "")]
+
+
+def test_importing_common_elsewhere_leaves_signals_alone():
+    """A notebook or pytest that imports common keeps its own Ctrl-C (a Jupyter kernel's
+    interrupt button sends SIGINT)."""
+    assert not startup.running_a_script()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert sys.stderr is not None
+
+
+@needs_sigint
+@needs_proc
+def test_a_second_ctrl_c_during_a08s_teardown_adds_nothing(tmp_path):
+    """Before: the second Ctrl-C raised inside the teardown, a 47-line traceback."""
+    log = tmp_path / "out.txt"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--epochs", "100000"],
+            cwd=tmp_path, stdout=out, stderr=subprocess.PIPE, text=True,
+            env=shim_env("slow_teardown"),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + 60
+        while "Epoch:" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        assert process.stderr.readline() == "\n"
+        assert process.stderr.readline() == INTERRUPTED + "\n"
+        process.send_signal(signal.SIGINT)  # now in the teardown, which takes 5 s here
+        start = time.monotonic()
+        rest = process.stderr.read()
+        process.wait(timeout=30)
+    assert rest == ""
+    assert process.returncode in (130, -signal.SIGINT)
+    assert time.monotonic() - start < 3
+
+
+@pytest.mark.parametrize("closed", [1, 2])
+def test_a_closed_standard_stream_changes_nothing_else(tmp_path, closed):
+    """``python a06_save_load.py 2>&-``: before, every script exited 1 at once, silently."""
+    result = subprocess.run([sys.executable, str(ROOT / "a06_save_load.py")], cwd=tmp_path,
+                            env=clean_env(), timeout=120, preexec_fn=lambda: os.close(closed),
+                            stdout=subprocess.PIPE if closed == 2 else None,
+                            stderr=subprocess.PIPE if closed == 1 else None)
+    assert result.returncode == 0
+    assert (tmp_path / "model.pth").stat().st_size > 0
+    if closed == 2:
+        assert b"Test accuracy: 1.0" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["torch.py", "numpy.py", "torch/__init__.py"])
+def test_a_file_hiding_a_package_is_named_in_one_line(tmp_path, name):
+    """A learner's torch.py beside the scripts: Python would import it instead of torch."""
+    clone = tmp_path / "clone"
+    shutil.copytree(ROOT / "common", clone / "common",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "a01_tensors.py", clone)
+    (clone / name).parent.mkdir(exist_ok=True)
+    (clone / name).write_text("raise SystemExit('the wrong one')\n")
+    result = subprocess.run([sys.executable, str(clone / "a01_tensors.py")], cwd=tmp_path,
+                            env=clean_env(accelerators=True), capture_output=True, text=True,
+                            timeout=60)
+    hiding = clone / name.removesuffix("/__init__.py")
+    package = hiding.stem
+    assert (result.returncode, result.stderr.splitlines()) == (1, [
+        f"error: {hiding} hides the installed {package} package from every script here; "
+        f"rename or move it"])
+
+
+@pytest.mark.stress
+@needs_sigint
+@needs_proc
+def test_ctrl_c_during_the_walkthroughs_a08_is_one_line(tmp_path):
+    """Before: torchrun's traceback and each worker's, over a hundred lines."""
+    process = subprocess.Popen([sys.executable, "-m", "common.extras.walkthrough"], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=clean_env(), start_new_session=True)
+    for line in process.stdout:
+        if line.startswith("##### torchrun"):
+            break
+    time.sleep(1)  # its workers load torch
+    os.killpg(process.pid, signal.SIGINT)  # the terminal's foreground group: the walkthrough
+    start = time.monotonic()
+    out, err = process.communicate(timeout=60)
+    assert time.monotonic() - start < 15
+    assert (process.returncode, err) == (130, "\nWalkthrough interrupted during "
+                                              "a08_ddp_torchrun.py.\n")
+    assert out == ""
+    time.sleep(1)
+    assert processes_mentioning(str(ROOT / "a08_ddp_torchrun.py")) == []
