@@ -187,6 +187,7 @@ def shim_env(*names: str) -> dict:
 
 
 def _load_cpu_only():
+    sys.path.append(str(SHIMS))  # for its own import of answers.py
     spec = importlib.util.spec_from_file_location("cpu_only_rule", SHIMS / "cpu_only.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -7,18 +7,21 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from answers import answering
+
 
 def hide_accelerators(set_attribute: Callable[[Any, str, Any], None] = setattr) -> None:
     """Every query a script asks about accelerators answers 'none'. ``set_attribute``:
     setattr, or pytest's monkeypatch.setattr (undone after the test)."""
     import torch
-    set_attribute(torch.cuda, "is_available", lambda: False)
-    set_attribute(torch.cuda, "device_count", lambda: 0)
-    set_attribute(torch.backends.mps, "is_available", lambda: False)
+    answers = [(torch.cuda, "is_available", False), (torch.cuda, "device_count", 0),
+               (torch.backends.mps, "is_available", False)]
     if hasattr(torch, "accelerator"):  # torch 2.6+
-        set_attribute(torch.accelerator, "is_available", lambda: False)
-        set_attribute(torch.accelerator, "device_count", lambda: 0)
-        set_attribute(torch.accelerator, "current_accelerator", lambda *args, **kwargs: None)
+        answers += [(torch.accelerator, "is_available", False),
+                    (torch.accelerator, "device_count", 0),
+                    (torch.accelerator, "current_accelerator", None)]
+    for module, name, value in answers:
+        set_attribute(module, name, answering(getattr(module, name), value))
 
 
 if __name__ == "cpu_only":  # imported as a shim, not by conftest

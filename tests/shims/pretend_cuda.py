@@ -3,12 +3,14 @@ CPU, so anything that really moves a tensor to CUDA fails). For the test that ru
 suite's device-dependent tests as on such a machine: they must pin the CPU, or fail here."""
 
 import torch
+from answers import answering
 
-torch.cuda.is_available = lambda: True
-torch.cuda.device_count = lambda: 1
-torch.cuda.get_device_name = lambda device=None: "Simulated GPU"
-torch.cuda.get_device_capability = lambda device=None: (8, 0)
+torch.cuda.is_available = answering(torch.cuda.is_available, True)
+torch.cuda.device_count = answering(torch.cuda.device_count, 1)
+torch.cuda.get_device_name = answering(torch.cuda.get_device_name, "Simulated GPU")
+torch.cuda.get_device_capability = answering(torch.cuda.get_device_capability, (8, 0))
 if hasattr(torch, "accelerator"):
-    torch.accelerator.is_available = lambda: True
-    torch.accelerator.device_count = lambda: 1
-    torch.accelerator.current_accelerator = lambda *args, **kwargs: torch.device("cuda")
+    torch.accelerator.is_available = answering(torch.accelerator.is_available, True)
+    torch.accelerator.device_count = answering(torch.accelerator.device_count, 1)
+    torch.accelerator.current_accelerator = answering(torch.accelerator.current_accelerator,
+                                                      torch.device("cuda"))

@@ -2,9 +2,11 @@
 still run on the CPU. See pretend_cuda."""
 
 import torch
+from answers import answering
 
-torch.backends.mps.is_available = lambda: True
+torch.backends.mps.is_available = answering(torch.backends.mps.is_available, True)
 if hasattr(torch, "accelerator"):
-    torch.accelerator.is_available = lambda: True
-    torch.accelerator.device_count = lambda: 1
-    torch.accelerator.current_accelerator = lambda *args, **kwargs: torch.device("mps")
+    torch.accelerator.is_available = answering(torch.accelerator.is_available, True)
+    torch.accelerator.device_count = answering(torch.accelerator.device_count, 1)
+    torch.accelerator.current_accelerator = answering(torch.accelerator.current_accelerator,
+                                                      torch.device("mps"))
