@@ -149,6 +149,17 @@ def default_run(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="session")
+def guides(tmp_path_factory) -> str:
+    """a07 with the articles and the benchmark (sizes 64 and 256), on a torch whose adaptive
+    pooling refuses what MPS refuses: its output, for test_gpu_articles.py and a07's table."""
+    result = run_script("a07_gpu_single.py", "--gpu-guides", "--device", "cpu", "--benchmark",
+                        "--sizes", "64,256", cwd=tmp_path_factory.mktemp("guides"),
+                        env=shim_env("mps_pooling"))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def torchrun_command(nproc: int, *args: str, port: int | None = None,
                      launcher_args: tuple[str, ...] = ()) -> list[str]:
     """`torchrun --nproc_per_node=N a08_ddp_torchrun.py args...` on a free port."""

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import run_main, run_script, section
+from conftest import run_main, section
 from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
 
 CPU_LINE = "Training device: cpu (no accelerator found).\n"
@@ -51,13 +51,11 @@ def test_a07_missing_device_is_a_usage_error(device, message, capsys):
     assert out == ""
 
 
-def test_a07_exercise_a4_benchmark_table(workdir):
-    result = run_script("a07_gpu_single.py", "--benchmark", "--sizes", "16,64,128",
-                        "--epochs", "1", cwd=workdir)
-    assert result.returncode == 0, result.stderr
-    text = section(result.stdout, "9.1 Exercise A.4")
+def test_a07_exercise_a4_benchmark_table(guides):
+    """From the run with --gpu-guides --benchmark --sizes 64,256 (conftest.guides)."""
+    text = section(guides, "9.1 Exercise A.4")
     rows = re.findall(r"^ +(\d+) \| +(\d+\.\d{3})(?: \|.*)?$", text, flags=re.M)
-    assert [size for size, _ in rows] == ["16", "64", "128"]
+    assert [size for size, _ in rows] == ["64", "256"]
     assert all(float(ms) > 0 for _, ms in rows)
     assert "  size |   CPU (ms)\n" in text  # tests/test_gpu.py checks the GPU column
     assert "No accelerator on this machine, so there is no second column" in text

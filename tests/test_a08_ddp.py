@@ -17,7 +17,6 @@ from conftest import (
     ON_WINDOWS,
     ROOT,
     clean_env,
-    free_port,
     free_ports,
     needs_torchrun,
     run_concurrently,
@@ -71,7 +70,9 @@ STRESS_NPROCS = [1, 5, 8]
 SPAWN = "--spawn"  # a key ("--spawn", N): python a08_ddp_torchrun.py --spawn N, no torchrun
 NO_LIBUV = "torchrun, TCPStore without libuv"  # the simulation's own check: torchrun fails
 NO_AVERAGING = "--spawn 2, DDP without gradient averaging"  # the identical-parameters check's
-DEFAULT_RUNS = [(SPAWN, 2), NO_AVERAGING] if ON_WINDOWS else [*NPROCS, (SPAWN, 2), NO_AVERAGING]
+NODES = "--nnodes=2"  # keys (NODES, 0) and (NODES, 1): two torchruns as two machines, one port
+TWO_MACHINES = [(NODES, 0), (NODES, 1)]
+DEFAULT_RUNS = [(SPAWN, 2)] if ON_WINDOWS else [*NPROCS, (SPAWN, 2), *TWO_MACHINES]
 # the runs that also keep their final weights (--snapshot), for the equivalence test below
 SNAPSHOT = "final.pth"
 WITH_SNAPSHOT = {(SPAWN, 2): 2, **({} if ON_WINDOWS else {3: 3})}  # key -> processes
@@ -83,6 +84,10 @@ def launch_command(key, port: int) -> list[str]:
     snapshot = ("--snapshot", SNAPSHOT) if key in WITH_SNAPSHOT else ()
     if key == NO_AVERAGING:
         return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), SPAWN, "2"]
+    if key in TWO_MACHINES:
+        return [sys.executable, "-m", "torch.distributed.run", NODES, f"--node_rank={key[1]}",
+                "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
+                str(ROOT / "a08_ddp_torchrun.py")]
     if isinstance(key, tuple):
         return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), SPAWN, str(key[1]), *snapshot]
     return torchrun_command(key, *snapshot, port=port)
@@ -99,8 +104,8 @@ def launch_env(key) -> dict:
 
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory) -> dict:
-    """``ddp_runs(key)``: a08 under torchrun with N processes (key N), or with --spawn N (key
-    ("--spawn", N)). The default runs are all launched at once, on their own free ports, the
+    """``ddp_runs(key)``: a08 under torchrun with N processes (key N), with --spawn N (key
+    ("--spawn", N)), or one of two machines (TWO_MACHINES). The default runs are all launched at once, on their own free ports, the
     first time one is asked for: this also shows that runs do not disturb one another."""
     cache: dict = {}
 
@@ -108,6 +113,8 @@ def ddp_runs(tmp_path_factory) -> dict:
         if key not in cache:
             batch = DEFAULT_RUNS if key in DEFAULT_RUNS else [key]
             ports = dict(zip(batch, free_ports(len(batch)), strict=True))
+            if TWO_MACHINES[1] in ports:  # the second machine meets the first at its port
+                ports[TWO_MACHINES[1]] = ports[TWO_MACHINES[0]]
             cache.update(run_concurrently(
                 {k: launch_command(k, ports[k]) for k in batch},
                 cwd_of=lambda k: tmp_path_factory.mktemp("ddp"), env_of=launch_env))
@@ -232,22 +239,13 @@ def test_a08_log_every_thins_the_loss_lines(capsys):
 
 
 @needs_torchrun
-def test_a08_two_machines_use_global_ranks(tmp_path):
+def test_a08_two_machines_use_global_ranks(ddp_runs):
     """Two torchrun launches with --nnodes=2 sharing a rendezvous on localhost, 2 processes
     each: global ranks 0 to 3 must each appear exactly once (LOCAL_RANK repeats 0, 1)."""
-    port = free_port()
-    launches = [
-        subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}",
-             "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
-             str(ROOT / "a08_ddp_torchrun.py")],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=clean_env())
-        for node in (0, 1)
-    ]
-    outputs = [launch.communicate(timeout=180) for launch in launches]
-    for launch, (_, stderr) in zip(launches, outputs, strict=True):
-        assert launch.returncode == 0, stderr[-3000:]
+    results = [ddp_runs(key) for key in TWO_MACHINES]
+    for result in results:
+        assert result.returncode == 0, result.stderr[-3000:]
+    outputs = [(result.stdout, result.stderr) for result in results]
     ranks = []
     for stdout, _ in outputs:
         parsed = parse(stdout)
@@ -304,6 +302,7 @@ def test_a08_plain_python_parameters_identical(default_run):
     assert parse(default_run("a08_ddp_torchrun.py").stdout)["same"] == [("1", "True")]
 
 
+@pytest.mark.stress
 def test_a08_says_so_when_gradients_are_not_averaged(ddp_runs):
     """The same check on a DDP that trains each copy on its own: it must see the difference,
     while every accuracy line still says 1.0 (which is why the check exists)."""

@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import SHIMS, run_main, run_script, section, shim_env
+from conftest import SHIMS, run_main, section
 from test_a05_a06 import TUTORIAL_LOSS_LINES, loss_lines
 
 HEADINGS = ["GPU how-to and GPU guide: device basics",
@@ -27,16 +27,6 @@ HEADINGS = ["GPU how-to and GPU guide: device basics",
             "GPU guide: mixed precision",
             "GPU guide: batch size, memory and gradient checkpointing",
             "GPU guide: four architectures, corrected"]
-
-
-@pytest.fixture(scope="module")
-def guides(tmp_path_factory):
-    """a07 with the articles, on a torch whose adaptive pooling refuses what MPS refuses."""
-    result = run_script("a07_gpu_single.py", "--gpu-guides", "--device", "cpu", "--benchmark",
-                        "--sizes", "64,256", cwd=tmp_path_factory.mktemp("guides"),
-                        env=shim_env("mps_pooling"))
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_the_mps_pooling_simulation_refuses_what_mps_refuses(monkeypatch):
