@@ -105,8 +105,9 @@ def launch_env(key) -> dict:
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory) -> dict:
     """``ddp_runs(key)``: a08 under torchrun with N processes (key N), with --spawn N (key
-    ("--spawn", N)), or one of two machines (TWO_MACHINES). The default runs are all launched at once, on their own free ports, the
-    first time one is asked for: this also shows that runs do not disturb one another."""
+    ("--spawn", N)), or one of two machines (TWO_MACHINES). The default runs are all launched
+    at once, on their own free ports, the first time one is asked for: this also shows that
+    runs do not disturb one another."""
     cache: dict = {}
 
     def get(key) -> subprocess.CompletedProcess:

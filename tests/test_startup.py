@@ -52,6 +52,19 @@ def test_a_signal_while_torch_loads_is_said_by_rank_0_only(tmp_path):
     assert [(r.returncode, r.stderr.strip()) for r in results] == [(130, INTERRUPTED), (130, "")]
 
 
+def test_a_program_that_runs_a_script_inside_itself_keeps_its_ctrl_c():
+    """A Jupyter kernel's %run runs the script as __main__ inside the kernel, which must stay
+    interruptible afterwards (its interrupt button sends SIGINT)."""
+    program = ("import runpy, signal, sys\n"
+               f"runpy.run_path({str(ROOT / 'a03_mlp.py')!r}, run_name='__main__')\n"
+               "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,"
+               " signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)\n")
+    result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=clean_env(),
+                            capture_output=True, text=True, timeout=120)  # a03 writes nothing
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "True True"
+
+
 def test_importing_common_elsewhere_leaves_signals_alone():
     """A notebook or pytest that imports common keeps its own Ctrl-C (a Jupyter kernel's
     interrupt button sends SIGINT)."""
@@ -141,5 +154,7 @@ def test_ctrl_c_during_the_walkthroughs_a08_is_one_line(tmp_path):
     assert (process.returncode, err) == (130, "\nWalkthrough interrupted during "
                                               "a08_ddp_torchrun.py.\n")
     assert out == ""
-    time.sleep(1)
+    deadline = time.monotonic() + 10  # torchrun may die before its workers can be told
+    while processes_mentioning(str(ROOT / "a08_ddp_torchrun.py")) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert processes_mentioning(str(ROOT / "a08_ddp_torchrun.py")) == []

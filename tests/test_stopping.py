@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, clean_env, needs_proc, needs_torchrun, torchrun_command
+from conftest import ROOT, clean_env, needs_proc, needs_torchrun, torchrun_command, with_shims
 from test_faults import child_pids, processes_mentioning, wait_for_file
 
 STOPPED_LINE = ("Stopped (SIGTERM, e.g. a preempted job): files already written are whole; "
@@ -106,3 +106,27 @@ def test_workers_stop_when_their_launcher_is_killed(launcher, tmp_path):
     if tmp is not None:
         assert [p.name for p in tmp.iterdir() if p.name.startswith("a08-spawn-")] == []
     resumes(tmp_path, snapshot)
+
+
+def test_a_worker_whose_launcher_dies_while_it_loads_torch_stops(tmp_path):
+    """torchrun killed (or itself interrupted) in the second its workers load torch: they
+    were adopted before they could note their launcher, and trained on to the end."""
+    snapshot = tmp_path / "snap.pt"
+    # the launcher itself must not load torch (the shim would fire in it): its worker does,
+    # with no cpu_only shim (which loads torch first), on the CPU by --device cpu
+    launcher = ("import os, subprocess, sys, time\n"
+                "subprocess.Popen(sys.argv[1:], env=os.environ | {'TEST_SHIMS': "
+                "'signal_in_torch_import'})\n"
+                "time.sleep(600)\n")
+    env = with_shims(clean_env(accelerators=True), ) | {
+        "TEST_SHIMS": "", "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29999", "SHIM_SIGNAL": "SIGKILL", "SHIM_SIGNAL_TO": "parent"}
+    process = subprocess.run(
+        [sys.executable, "-c", launcher, sys.executable, str(ROOT / "a08_ddp_torchrun.py"),
+         "--device", "cpu", "--snapshot", str(snapshot), *LONG_RUN], cwd=tmp_path, env=env,
+        timeout=120)
+    assert process.returncode == -signal.SIGKILL  # its worker killed it
+    deadline = time.monotonic() + 30
+    while processes_mentioning(str(snapshot)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_mentioning(str(snapshot)) == [], "a worker trains on"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from common.extras import startup
 from common.extras.errors import UserError
 from common.extras.launcher import is_first_process
 from common.extras.signals import Interruption, OrphanWatch, SignalWatchdog, Stopped
@@ -129,7 +130,7 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
                                errors="backslashreplace")
     interruption = Interruption(ending.reports_interruptions, ending.stopped_hint)
     watchdog = SignalWatchdog.start(interruption)
-    orphan_watch = (OrphanWatch(ending.on_orphaned)
+    orphan_watch = (OrphanWatch(ending.on_orphaned, startup.PARENT_AT_START)
                     if ending.on_orphaned is not None and "RANK" in os.environ else None)
     try:
         main()

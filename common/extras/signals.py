@@ -130,10 +130,13 @@ class OrphanWatch:
     killed with SIGKILL, or by the out-of-memory killer) is adopted by another process and
     would train on, holding its snapshot's lock. This thread notices the new parent, runs
     ``on_orphaned`` (tidying what the launcher would have), and sends this process SIGTERM: it
-    stops as on a preemption. (POSIX; on Windows a process's recorded parent never changes.)"""
+    stops as on a preemption. ``parent``: the launcher's process ID, as this process saw it
+    when it started (torchrun may die while the worker still loads torch). (POSIX; on Windows a
+    process's recorded parent never changes.)"""
 
-    def __init__(self, on_orphaned: Callable[[], None], poll_seconds: float = 0.5) -> None:
-        self.parent = os.getppid()
+    def __init__(self, on_orphaned: Callable[[], None], parent: int,
+                 poll_seconds: float = 0.5) -> None:
+        self.parent = parent
         self.on_orphaned = on_orphaned
         self.poll_seconds = poll_seconds
         self.finished = threading.Event()

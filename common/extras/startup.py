@@ -29,18 +29,25 @@ from common.extras.launcher import is_first_process
 from common.extras.signals import INTERRUPTED, STOPPED
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the clone: where the scripts are
+# the process that started this one, before torch loads (signals.OrphanWatch): a launcher
+# that dies meanwhile is noticed too
+PARENT_AT_START = os.getppid()
 HIDEABLE_PACKAGES = ("torch", "numpy", "matplotlib")  # what the scripts import from outside
 
 
 def running_a_script() -> bool:
-    """One of the aNN_*.py scripts is the program, or is being imported again as
-    ``__mp_main__`` by a process that multiprocessing started for it (its ``__main__`` is
-    multiprocessing's own until then)."""
-    for name in ("__main__", "__mp_main__"):
-        main_file = getattr(sys.modules.get(name), "__file__", None)
-        if main_file is not None and Path(main_file).resolve().parent == ROOT:
-            return True
-    return False
+    """This interpreter was started to run one of the aNN_*.py scripts (``python a05_...py``;
+    torchrun's ``python -u a08_...py``), or multiprocessing started it for one, which it
+    imports again as ``__mp_main__``. Not a program that runs a script inside itself, such
+    as a Jupyter kernel's ``%run``: the kernel's interrupt button must go on raising
+    KeyboardInterrupt."""
+    if _a_script(getattr(sys.modules.get("__mp_main__"), "__file__", None)):
+        return True
+    return any(_a_script(argument) for argument in sys.orig_argv[1:])
+
+
+def _a_script(path: str | None) -> bool:
+    return path is not None and path.endswith(".py") and Path(path).resolve().parent == ROOT
 
 
 def point_closed_streams_at_null() -> None:
