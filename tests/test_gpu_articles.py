@@ -201,9 +201,10 @@ def as_on_a_mac(monkeypatch, torch_version: str) -> None:
         monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
         monkeypatch.setattr(torch.accelerator, "current_accelerator",
                             lambda *args: torch.device("mps"))
-    if torch_version == "2.4":
-        monkeypatch.setattr(torch.amp, "is_autocast_available", lambda device: device != "mps")
-    else:
+    # 2.4 has no MPS autocast at all (whatever this torch has); 2.5 one in float16 only
+    monkeypatch.setattr(torch.amp, "is_autocast_available",
+                        lambda device: torch_version != "2.4" or device != "mps")
+    if torch_version != "2.4":
         autocast_as_torch_2_5_on_mps(monkeypatch, "mps")
 
 
