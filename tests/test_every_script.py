@@ -1,11 +1,12 @@
 """What holds for every script: --help, exit 0, same output twice, no litter in the repository."""
 
 import re
+import subprocess
 import sys
 
 import pytest
 
-from conftest import LITTER_AT_START, repo_litter, run_main, run_script
+from conftest import LITTER_AT_START, ROOT, clean_env, repo_litter, run_main, run_script
 
 SCRIPTS = {
     "a01_tensors.py": "1.3",
@@ -92,3 +93,19 @@ def test_walkthrough_on_windows_runs_a08_with_spawn(monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(walkthrough)
+
+
+def test_walkthrough_piped_into_head_ends_quietly(tmp_path):
+    """`python -m common.extras.walkthrough | head`: the reader stops early. Before: a traceback
+    from the thread passing the script's output on, another from the walkthrough."""
+    (tmp_path / "talky.py").write_text("for i in range(100_000):\n    print(i)\n")
+    program = ("import sys\nfrom pathlib import Path\nfrom common.extras import walkthrough\n"
+               f"walkthrough.ROOT = Path({str(tmp_path)!r})\n"
+               "walkthrough.STEPS = [('talky.py', None, []), ('talky.py', None, [])]\n"
+               "sys.exit(walkthrough.main())\n")
+    process = subprocess.Popen([sys.executable, "-c", program], cwd=ROOT, env=clean_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.read(100)
+    process.stdout.close()  # as `head` does once it has its lines
+    _, stderr = process.communicate(timeout=60)
+    assert (process.returncode, stderr) == (1, b"")

@@ -139,12 +139,12 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
             print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
-        _stdout_to_null()
+        stdout_to_null()
         sys.exit(1)
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        _stdout_to_null()  # it may be the full one
+        stdout_to_null()  # it may be the full one
         print(f"error: no space left on the device ({err.filename or 'the output'}); free some "
               f"space, or write elsewhere", file=sys.stderr)
         sys.exit(1)
@@ -180,7 +180,7 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
             interruption.close()
 
 
-def _stdout_to_null() -> None:
+def stdout_to_null() -> None:
     """Where stdout can take no more, point it at the null device, so that Python's own flush
     at exit does not fail on it again."""
     null = os.open(os.devnull, os.O_WRONLY)

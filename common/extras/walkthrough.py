@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import BinaryIO
 
+from common.extras.cli import stdout_to_null
 from common.extras.launcher import torchrun_command
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -46,6 +47,9 @@ def main() -> int:
     previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
     try:
         return run_steps()
+    except BrokenPipeError:  # piped into e.g. `head`, which stopped reading
+        stdout_to_null()
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
 
@@ -113,8 +117,11 @@ def run_passing_output_on(command: list[str], workdir: str, env: dict | None) ->
 def _pass_on(source: BinaryIO, target: BinaryIO, passing_on: threading.Event) -> None:
     for line in source:
         if passing_on.is_set():
-            target.write(line)
-            target.flush()
+            try:
+                target.write(line)
+                target.flush()
+            except BrokenPipeError:  # nobody reads on (`| head`): read on, or the script waits
+                passing_on.clear()
 
 
 def _stop(process: subprocess.Popen, grace: float = 10.0) -> None:
