@@ -40,11 +40,12 @@ def run_script(script: str, *args: str, cwd: Path, timeout: float = 120,
 
 
 def clean_env(accelerators: bool = False) -> dict:
-    """The caller's environment without torchrun's variables (tests may run under anything),
-    on a machine without accelerators (tests/shims/cpu_only) unless ``accelerators``: the
-    default suite asserts what a CPU-only machine prints, on every machine."""
+    """The caller's environment without torchrun's variables and test shims (tests may run
+    under anything, even the tests: test_quick_start runs them in a fresh clone), on a machine
+    without accelerators (tests/shims/cpu_only) unless ``accelerators``: the default suite
+    asserts what a CPU-only machine prints, on every machine."""
     drop = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-            "GROUP_RANK", "TORCHELASTIC_RUN_ID"}
+            "GROUP_RANK", "TORCHELASTIC_RUN_ID", "TEST_SHIMS"}
     env = {k: v for k, v in os.environ.items() if k not in drop}
     return env if accelerators else with_shims(env, "cpu_only")
 

@@ -118,7 +118,8 @@ def test_quick_start_then_every_readme_command_in_a_fresh_clone(tmp_path):
         result = readme_command_in_the_clone(command, clone, env)
         expected = 1 if command.startswith("diff ") else 0  # diff: 1 means "they differ"
         if result.returncode != expected:
-            failures.append((command, result.returncode, result.stderr[-1500:]))
+            failures.append((command, result.returncode, result.stderr[-1500:],
+                             result.stdout[-3000:]))  # pytest reports on stdout
     assert failures == []
     # what the commands write where the README runs them: a06's model, a08's snapshot, and
     # pytest's cache; nothing else (no lock files, no temporary files)
