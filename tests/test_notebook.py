@@ -4,6 +4,7 @@ A bare `!python` fails there; the README's cells work. Needs ipykernel, nbclient
 (.ci/run installs them); skips with the reason without them."""
 
 import re
+import shutil
 
 import pytest
 
@@ -40,11 +41,15 @@ def test_the_readmes_cells_run_in_a_kernel_without_python_on_path(tmp_path):
     # terminal twin, `pip install .`, runs in test_quick_start.py
     cells = [f"%cd {ROOT}", *notebook_cells()[1:], "!python a05_training_loop.py"]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    empty = tmp_path / "bin"  # a PATH on which no `python` or `torchrun` is found
-    empty.mkdir()
+    # A PATH on which no `python` or `torchrun` is found, only the `sh` that IPython runs `!`
+    # lines with (it looks up $SHELL, else `sh`, on PATH; CI sets no SHELL)
+    only_sh = tmp_path / "bin"
+    only_sh.mkdir()
+    (only_sh / "sh").symlink_to(shutil.which("sh"))
+    env = {k: v for k, v in clean_env().items() if k != "SHELL"} | {"PATH": str(only_sh)}
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
-    client.execute(env=clean_env() | {"PATH": str(empty)})
+    client.execute(env=env)
     outputs = ["".join(output.get("text", "") for output in cell.outputs)
                for cell in notebook.cells]
     a05, a08, bare_python = outputs[2:]
