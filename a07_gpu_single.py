@@ -40,6 +40,8 @@ def section_9_1_tensors_on_device(device: torch.device | None) -> None:
         extras.explain_cpu_only(device)
     else:
         print(f"Training device: {device}")
+        if note := extras.mps_digits_note(device):  # EXTRA: MPS prints other digits
+            print(note)
         tensor_1, tensor_2 = tensor_1.to(device), tensor_2.to(device)
         print(f"On {device.type}:", tensor_1 + tensor_2)
         try:

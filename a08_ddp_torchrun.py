@@ -52,8 +52,7 @@ def ddp_setup(rank: int, world_size: int, device: torch.device,
     init_process_group(backend=backend, rank=rank, world_size=world_size,
                        timeout=timeout,  # EXTRA: a lost peer ends the run, no hang
                        store=extras.store_for_this_attempt(launch, timeout),  # EXTRA: restarts
-                       # EXTRA: NCCL told its GPU up front (torch 2.8 to 2.14 warn otherwise)
-                       device_id=device if device.type == "cuda" else None)
+                       **extras.device_id(device))  # EXTRA: NCCL told its GPU up front
     if device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
         torch.cuda.set_device(device)  # NEW: this process's GPU
 

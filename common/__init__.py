@@ -11,7 +11,7 @@ need to read it to follow the tutorial.
 """
 
 # EXTRA: first, before torch loads: what Ctrl-C does meanwhile, and more (see its docstring)
-from common.extras import startup  # noqa: F401
+from common import startup  # noqa: F401
 
 import torch
 from torch.utils.data import DataLoader, Dataset

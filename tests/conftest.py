@@ -8,6 +8,7 @@ import importlib.util
 import os
 import platform
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,6 +38,17 @@ def run_script(script: str, *args: str, cwd: Path, timeout: float = 120,
     return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
                           env=env or clean_env())
+
+
+def copy_of_the_clone(folder: Path, *scripts: str) -> Path:
+    """``common/`` and ``scripts`` copied into ``folder/clone``, for a test that edits them
+    as a learner would, or puts a file of the learner's beside them."""
+    clone = folder / "clone"
+    shutil.copytree(ROOT / "common", clone / "common",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for script in scripts:
+        shutil.copy(ROOT / script, clone)
+    return clone
 
 
 def clean_env(accelerators: bool = False) -> dict:

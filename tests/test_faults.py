@@ -14,14 +14,18 @@ import zipfile
 from pathlib import Path
 
 from common import NeuralNetwork
+from common.extras.old_torch import torch_older_than
+from common.extras.rendezvous import explain_distributed_error
 
 import pytest
 import torch
+import torch.distributed as dist
 
 from conftest import (
     ROOT,
     TORCH_LOG,
     clean_env,
+    copy_of_the_clone,
     free_port,
     needs_proc,
     needs_sigint,
@@ -168,6 +172,30 @@ def test_a06_names_a_model_saved_on_a_gpu(tmp_path, monkeypatch, capsys):
     assert err.splitlines() == [
         f"error: {tmp_path / 'colab.pth'}: saved on a CUDA GPU, and this machine has none; "
         f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the CPU"]
+
+
+@pytest.mark.parametrize(("edit", "error"), [
+    # a keyword mistyped in the line the learner is reading
+    ("torch.load(path, weights_only=True)))",
+     "torch.load(path, weights_only=True), strictt=True))"),
+    # a name mistyped
+    ("print(model.load_state_dict(", "print(modle.load_state_dict("),
+])
+def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(edit, error, tmp_path):
+    """The file is fine; the learner's edit of a06's load line is wrong. Before: 'holds no
+    model state_dict' for the first, 'not a PyTorch checkpoint (NameError)' for the second."""
+    clone = copy_of_the_clone(tmp_path, "a05_training_loop.py", "a06_save_load.py")
+    script = clone / "a06_save_load.py"
+    assert edit in script.read_text()
+    script.write_text(script.read_text().replace(edit, error))
+    torch.save(NeuralNetwork(2, 2).state_dict(), tmp_path / "good.pth")
+    result = subprocess.run([sys.executable, str(script), "--load", "good.pth"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, env=clean_env())
+    assert result.returncode == 1
+    assert result.stderr.startswith("Traceback (most recent call last):"), result.stderr
+    assert "a06_save_load.py" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(("TypeError:", "NameError:"))
+    assert "error: " not in result.stderr
 
 
 def test_a06_load_scores_every_training_example_the_same_every_time(tmp_path, capsys):
@@ -470,35 +498,77 @@ def test_a08_port_in_use_is_one_line(tmp_path):
 
 
 GLOO_UV = "[enforce fail at ..\\third_party\\gloo\\gloo\\transport\\uv\\device.cc:153] "
+NO_TRANSPORT = ("error: process 0: this torch build's gloo has no network transport for this "
+                "system (reported with Windows builds of torch 2.7 to 2.12), and "
+                "GLOO_SOCKET_IFNAME cannot help: install another torch version, or run under WSL2")
+MAC_HOSTNAME = ("error: process 0: gloo found no network device for this Mac's hostname; on one "
+                "machine set GLOO_SOCKET_IFNAME=lo0 (on several, the interface that ifconfig "
+                "lists with the address the others reach, such as en0)")
 
 
-@pytest.mark.parametrize(("failure", "expected"), [
-    # torch 2.8.x on Windows: that build's gloo has no transport, whatever the interface
-    (GLOO_UV + "rp != nullptr. makeDeviceForHostname(): unsupported gloo device",
-     "error: process 0: this torch build's gloo has no network transport for this system "
-     "(torch 2.8.x on Windows), and GLOO_SOCKET_IFNAME cannot help: install another torch "
-     "version, or run under WSL2"),
-    (GLOO_UV + "rp != nullptr. makeDeviceForInterface(): unsupported gloo device",
-     "error: process 0: this torch build's gloo has no network transport for this system "
-     "(torch 2.8.x on Windows), and GLOO_SOCKET_IFNAME cannot help: install another torch "
-     "version, or run under WSL2"),
+@pytest.mark.parametrize(("system", "ifname", "failure", "expected"), [
+    # Windows builds whose gloo has no transport, whatever the interface
+    ("Windows", None, GLOO_UV + "rp != nullptr. makeDeviceForHostname(): unsupported gloo device",
+     NO_TRANSPORT),
+    ("Windows", None, GLOO_UV + "rp != nullptr. makeDeviceForInterface(): unsupported gloo "
+     "device", NO_TRANSPORT),
     # GLOO_SOCKET_IFNAME set to an interface this machine does not have
-    ("[enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:85] ifa != nullptr. "
-     "Unable to find address for: eth7",
+    ("Linux", "eth7", "[enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:85] "
+     "ifa != nullptr. Unable to find address for: eth7",
      "error: process 0: GLOO_SOCKET_IFNAME names eth7, which is no network interface with an "
      "address on this machine: set it to one that ipconfig or ip addr lists, or unset it"),
+    # a Mac whose name resolves to no address (before: called a bad GLOO_SOCKET_IFNAME)
+    ("Darwin", None, "[enforce fail at /Users/runner/work/pytorch/third_party/gloo/gloo/"
+     "transport/uv/device.cc:129] rp != nullptr. Unable to find address for: Anns-MacBook.local",
+     MAC_HOSTNAME),
+    ("Darwin", None, GLOO_UV + "makeDeviceForHostname(): no address for the hostname",
+     MAC_HOSTNAME),
 ])
-def test_a08_gloo_device_errors_name_their_cause(failure, expected, monkeypatch, capsys):
-    """Simulated: init_process_group fails as gloo does for each cause."""
+def test_a08_gloo_device_errors_name_their_cause(system, ifname, failure, expected, monkeypatch,
+                                                 capsys):
+    """Simulated: init_process_group fails as gloo does for each cause, on each system."""
     import a08_ddp_torchrun
 
     def no_device(*args, **kwargs):
         raise RuntimeError(failure)
 
     monkeypatch.setattr(a08_ddp_torchrun, "init_process_group", no_device)
+    monkeypatch.setattr(platform, "system", lambda: system)
+    if ifname:
+        monkeypatch.setenv("GLOO_SOCKET_IFNAME", ifname)
+    else:
+        monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
     code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cpu"], capsys)
     assert code == 1
     assert err.splitlines() == [expected]
+
+
+@pytest.mark.parametrize(("backend", "hint"), [("nccl", True), ("gloo", False)])
+def test_a_collective_that_times_out_names_nccls_settings_on_nccl(backend, hint, monkeypatch):
+    """Simulated: a collective gives up after --timeout; on NCCL (consumer GPUs that may not
+    copy peer to peer, WSL2) the line names the two settings that find or fix it."""
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_backend", lambda *args: backend)
+
+    line = explain_distributed_error(dist.DistBackendError(
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+        "OpType=BROADCAST) ran for 120000 milliseconds before timing out. Timed out"))
+    assert line.startswith("process 0 lost contact with another process")
+    assert ("NCCL_P2P_DISABLE=1" in line and "NCCL_DEBUG=INFO" in line) == hint
+
+
+def test_nccls_shared_memory_failure_under_wsl2_names_the_setting(monkeypatch):
+    """Simulated: WSL2's small /dev/shm (microsoft/WSL#12467), as NCCL reports it."""
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_backend", lambda *args: "nccl")
+    line = explain_distributed_error(dist.DistBackendError(
+        "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled cuda error "
+        "(run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\nncclUnhandledCudaError: "
+        "Call to CUDA function failed.\nLast error:\nError while creating shared memory "
+        "segment /dev/shm/nccl-g0wGsu (size 9637888)"))
+    assert line == ("process 0: NCCL could not create its shared memory in /dev/shm (WSL2 and "
+                    "containers keep it small): set NCCL_SHM_DISABLE=1 (between consumer GPUs "
+                    "also NCCL_P2P_DISABLE=1); NCCL_DEBUG=INFO shows more")
 
 
 @pytest.mark.parametrize("gpus", [1, 2])
@@ -556,7 +626,8 @@ def test_every_tcpstore_a08_makes_honours_use_libuv(monkeypatch):
         monkeypatch.setenv("USE_LIBUV", use_libuv)
         monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", agent_store)
         rendezvous.store_for_this_attempt(read_launch(), timedelta(seconds=5))
-    assert [kwargs["use_libuv"] for kwargs in made] == [False, False, True]
+    libuv = not torch_older_than(2, 4)  # before 2.4 libuv was not the default: not asked for
+    assert [kwargs["use_libuv"] for kwargs in made] == [False, False, libuv]
 
 
 def two_machines(folder: Path, *args: str, max_restarts: int = 3) -> list[subprocess.Popen]:

@@ -126,3 +126,18 @@ def test_markers_say_where_a_part_comes_from():
     a04 = (ROOT / "a04_dataloaders.py").read_text()
     workers = a04[a04.index("def section_6_num_workers"):a04.index("def main")]
     assert "# EXTRA:" in workers and "# NEW:" not in workers  # ours: the text only describes it
+
+
+def test_the_readme_answers_what_learners_ran_into():
+    """Where only a README line can help: Windows' long paths (torch 2.13+, pytorch#180237),
+    Intel Macs' last torch, NCCL on consumer GPUs and under WSL2, float64 on MPS."""
+    text = readme()
+    windows = text[text.index("On Windows, in PowerShell"):text.index("## Section by section")]
+    assert "LongPathsEnabled -Value 1" in windows and "[WinError 206]" in windows
+    macos = text[text.index("**macOS.**"):text.index("**Notebooks")]
+    assert "Intel Macs get torch 2.2.2" in macos and "Python 3.10 to 3.12" in macos
+    assert "NCCL_SHM_DISABLE=1" in text[text.index("**Windows.**"):text.index("**macOS.**")]
+    machines = text[text.index("## Several machines"):text.index("**SLURM.**")]
+    assert "NCCL_P2P_DISABLE=1" in machines and "NCCL_DEBUG=INFO" in machines
+    trouble = text[text.index("## When things go wrong"):]
+    assert "Cannot convert a MPS Tensor to float64 dtype" in trouble and ".float()" in trouble

@@ -1,20 +1,27 @@
 """A script's first second and its last: a Ctrl-C or SIGTERM while torch loads, a second
 Ctrl-C during a08's teardown, standard streams the shell closed, a learner's torch.py beside
-the scripts, and the walkthrough stopped midway (common/extras/startup.py, signals.py,
+the scripts, and the walkthrough stopped midway (common/startup.py, common/extras/signals.py,
 walkthrough.py)."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
-from common.extras import startup
+from common import startup
 
 import pytest
 
-from conftest import ROOT, clean_env, needs_proc, needs_sigint, shim_env, with_shims
+from conftest import (
+    ROOT,
+    clean_env,
+    copy_of_the_clone,
+    needs_proc,
+    needs_sigint,
+    shim_env,
+    with_shims,
+)
 from test_faults import processes_mentioning
 
 INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
@@ -119,10 +126,7 @@ def test_a_closed_standard_output_changes_nothing_else(tmp_path):
 @pytest.mark.parametrize("name", ["torch.py", "numpy.py", "torch/__init__.py"])
 def test_a_file_hiding_a_package_is_named_in_one_line(tmp_path, name):
     """A learner's torch.py beside the scripts: Python would import it instead of torch."""
-    clone = tmp_path / "clone"
-    shutil.copytree(ROOT / "common", clone / "common",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "a01_tensors.py", clone)
+    clone = copy_of_the_clone(tmp_path, "a01_tensors.py")
     (clone / name).parent.mkdir(exist_ok=True)
     (clone / name).write_text("raise SystemExit('the wrong one')\n")
     result = subprocess.run([sys.executable, str(clone / "a01_tensors.py")], cwd=tmp_path,

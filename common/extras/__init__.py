@@ -4,22 +4,19 @@ Everything here is ours, not the text's: flags and their checks, device choice, 
 checkpoints, a08's distributed helpers, snapshots and reports, the plot, the Exercise A.4
 benchmark and the walkthrough. The scripts mark each use with ``# EXTRA:``. The tutorial's
 own shared code (the toy data, ToyDataset, NeuralNetwork, compute_accuracy) is one level up, in
-``common/__init__.py``.
+``common/__init__.py``, beside ``common/startup.py``, which acts before torch loads.
 
 The scripts use what they need through this package (``extras.make_parser``), so each has one
-line of imports from ``common``, the tutorial's names and ours. A name's module is imported
-when a script first uses it: ``common`` imports this package before torch loads, and
-``startup`` (stdlib only) must act before then, while ``data``, ``plotting``, ``precision``
-and ``reporting`` use the tutorial's code, which ``common`` defines after that. Each module
-depends only on those above it in this table:
+line of imports from ``common``, the tutorial's names and ours. Each module depends only on
+those above it in this table:
 
 | module | what it holds |
 | --- | --- |
 | errors | ``UserError``: a problem the user can fix, said in one line |
 | launcher | torchrun's variables, read and checked; the torchrun command line (no torch) |
 | signals | Ctrl-C and SIGTERM: one line, within a second, even while torch waits in C++ |
-| startup | before torch loads: closed streams, a torch.py that hides torch, signals meanwhile |
 | cli | the argument parser, range-checked flag types, ``run`` (one-line errors, signals) |
+| old_torch | what torch before 2.4 (an Intel Mac's 2.2.2) and later releases differ in |
 | devices | a07's ``--device`` and its section 9.1 on a CPU-only machine; a08's device per process |
 | checkpoint | atomic saving and one-line errors around a06's torch.save / torch.load |
 | data | the batch-size rule, noisy copies for many processes, ``--fast-batches`` |
@@ -34,39 +31,42 @@ depends only on those above it in this table:
 | walkthrough | ``python -m common.extras.walkthrough``: every script in order |
 """
 
-from __future__ import annotations
+from common.extras.checkpoint import atomic_path, check_writable, explain_checkpoint_errors
+from common.extras.cli import add_training_flags, heading, make_parser, run
+from common.extras.data import check_batch_fits, enlarge_for_processes, fast_batch_loader
+from common.extras.ddp_flags import add_ddp_flags, check_ddp_flags
+from common.extras.devices import (
+    add_device_flag,
+    device_for_process,
+    device_to_show,
+    explain_cpu_only,
+    mps_digits_note,
+    rosetta_note,
+)
+from common.extras.errors import require_finite_loss
+from common.extras.gpu_guides import add_gpu_guides_flag, run_gpu_articles
+from common.extras.launcher import Launch
+from common.extras.matmul_benchmark import add_benchmark_flags, exercise_a4
+from common.extras.old_torch import device_id
+from common.extras.plotting import add_plot_flag, plot_training
+from common.extras.precision import add_amp_flag, autocast, check_amp
+from common.extras.rendezvous import (
+    DDP_ENDING,
+    free_model_and_wait_for_gloo,
+    spawn,
+    store_for_this_attempt,
+)
+from common.extras.reporting import TrainingClock, describe_run, process_name, report_summary
+from common.extras.snapshots import Snapshot
 
-import importlib
-from typing import Any
-
-from common.extras import startup
-
-_NAMES_BY_MODULE = {
-    "checkpoint": ("atomic_path", "check_writable", "explain_checkpoint_errors"),
-    "cli": ("add_training_flags", "heading", "make_parser", "run"),
-    "data": ("check_batch_fits", "enlarge_for_processes", "fast_batch_loader"),
-    "ddp_flags": ("add_ddp_flags", "check_ddp_flags"),
-    "devices": ("add_device_flag", "device_for_process", "device_to_show", "explain_cpu_only"),
-    "errors": ("require_finite_loss",),
-    "gpu_guides": ("add_gpu_guides_flag", "run_gpu_articles"),
-    "launcher": ("Launch",),
-    "matmul_benchmark": ("add_benchmark_flags", "exercise_a4"),
-    "plotting": ("add_plot_flag", "plot_training"),
-    "precision": ("add_amp_flag", "autocast", "check_amp"),
-    "rendezvous": ("DDP_ENDING", "free_model_and_wait_for_gloo", "spawn",
-                   "store_for_this_attempt"),
-    "reporting": ("TrainingClock", "describe_run", "process_name", "report_summary"),
-    "snapshots": ("Snapshot",),
-}
-_MODULE_OF = {name: module for module, names in _NAMES_BY_MODULE.items() for name in names}
-
-__all__ = ["startup", *sorted(_MODULE_OF)]
-
-
-def __getattr__(name: str) -> Any:
-    """``extras.NAME``: NAME from its module, imported on first use (PEP 562)."""
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
-    globals()[name] = value
-    return value
+__all__ = [
+    "DDP_ENDING", "Launch", "Snapshot", "TrainingClock", "add_amp_flag", "add_benchmark_flags",
+    "add_ddp_flags", "add_device_flag", "add_gpu_guides_flag", "add_plot_flag",
+    "add_training_flags", "atomic_path", "autocast", "check_amp", "check_batch_fits",
+    "check_ddp_flags", "check_writable", "describe_run", "device_for_process", "device_id",
+    "device_to_show", "enlarge_for_processes", "exercise_a4", "explain_checkpoint_errors",
+    "explain_cpu_only", "fast_batch_loader", "free_model_and_wait_for_gloo", "heading",
+    "make_parser", "mps_digits_note", "plot_training", "process_name", "report_summary",
+    "require_finite_loss", "rosetta_note", "run", "run_gpu_articles", "spawn",
+    "store_for_this_attempt",
+]

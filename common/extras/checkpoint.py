@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from common.extras.errors import UserError
+from common.startup import ROOT
 
 import torch
 
@@ -119,7 +120,8 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
     try:
         yield
     except pickle.UnpicklingError as err:
-        if "global" not in str(err).lower():  # garbage, not a pickle that names code
+        if not any(sign in str(err) for sign in ("global", "GLOBAL", "Unsupported class")):
+            # garbage, not a pickle that names code (torch 2.2 says "Unsupported class")
             raise CheckpointError(f"{path}: not a PyTorch checkpoint; give a file saved "
                                   f"with torch.save") from None
         raise CheckpointError(
@@ -127,6 +129,8 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
             f"could run code; only load whole pickled objects from sources you trust"
         ) from None
     except Exception as err:
+        if _raised_by_the_learners_code(err):  # an edited line: its traceback is the help
+            raise
         message = str(err)
         if "deserialize object on a CUDA device" in message:  # saved on a GPU (Colab)
             raise CheckpointError(
@@ -166,6 +170,20 @@ def safe_load(path: str | os.PathLike) -> Any:
     CheckpointError."""
     with explain_checkpoint_errors(path):
         return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _raised_by_the_learners_code(err: Exception) -> bool:
+    """The error was raised in a line of the scripts or of the tutorial's ``common`` (a name
+    mistyped, a wrong argument to ``load_state_dict``), not inside torch.load or
+    load_state_dict while they read the file."""
+    trace = err.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    if trace is None:
+        return False
+    where = Path(trace.tb_frame.f_code.co_filename).resolve().parent
+    return where in (ROOT, ROOT / "common")
+
 
 
 def _current_umask() -> int:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from common.extras import startup
+from common import startup
 from common.extras.errors import UserError
 from common.extras.launcher import is_first_process
 from common.extras.signals import Interruption, OrphanWatch, SignalWatchdog, Stopped

@@ -6,30 +6,15 @@ from __future__ import annotations
 
 import argparse
 import platform
+import subprocess
 from typing import Any
 
 from common.extras.launcher import Launch
+from common.extras.old_torch import current_accelerator, torch_older_than
 
 import torch
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
-
-
-def detect_accelerator() -> str | None:
-    """The machine's accelerator type ('cuda', 'mps', ...), or None for a CPU-only machine.
-
-    torch.accelerator (2.6+) knows every backend; older torch is asked about CUDA and MPS.
-    """
-    accelerator_api = getattr(torch, "accelerator", None)
-    if accelerator_api is not None and hasattr(accelerator_api, "current_accelerator"):
-        if not accelerator_api.is_available():  # before 2.7, current_accelerator() may not be None
-            return None
-        return accelerator_api.current_accelerator().type
-    if torch.cuda.is_available():
-        return "cuda"
-    if torch.backends.mps.is_available():
-        return "mps"
-    return None
 
 
 def add_device_flag(parser: argparse.ArgumentParser) -> None:
@@ -60,16 +45,48 @@ def device_from_flag(parser: argparse.ArgumentParser, name: str) -> torch.device
 
 def device_to_show(device: torch.device | None) -> torch.device:
     """a07's section 9.1: --device, else the accelerator if there is one, else the CPU."""
-    return device or torch.device(detect_accelerator() or "cpu")
+    return device or torch.device(current_accelerator() or "cpu")
 
 
 def explain_cpu_only(device: torch.device) -> None:
     """What a07's section 9.1 prints where its GPU lines cannot run: what they would show."""
-    reason = "--device cpu" if detect_accelerator() else "no accelerator found"
+    reason = "--device cpu" if current_accelerator() else "no accelerator found"
     print(f"Training device: {device.type} ({reason}).")
     print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
           "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
           "to be on the same device. Every tensor in one operation must live on one device.")
+
+
+def rosetta_note() -> str | None:
+    """On an Apple-silicon Mac, a Python built for Intel (x86_64) runs under Rosetta: pip gives
+    it Intel Macs' torch, 2.2.2 at most, without MPS. One line saying so and what to do; None
+    elsewhere. (macOS says 1 for ``sysctl.proc_translated`` in a translated process; an Intel
+    Mac has no such key, and ``-i`` makes sysctl print nothing for it.)"""
+    if platform.system() != "Darwin" or platform.machine() != "x86_64":
+        return None
+    try:
+        answer = subprocess.run(["sysctl", "-in", "sysctl.proc_translated"],
+                                capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if answer.strip() != "1":
+        return None  # an Intel Mac: 2.2.2 is its torch (README: Windows, macOS, notebooks)
+    return ("Note: this Python is an Intel (x86_64) build running under Rosetta on an "
+            "Apple-silicon Mac, so it gets torch 2.2.2 at most and no MPS; install a native "
+            "arm64 Python (python.org's installer, or Homebrew's in /opt/homebrew), then "
+            "make .venv again with it")
+
+
+def mps_digits_note(device: torch.device) -> str | None:
+    """On Apple's GPU the losses differ from the text's (and from run to run) in the digits
+    (rasbt/LLMs-from-scratch#635, #791, #1020): one line saying so, or None off MPS."""
+    if device.type != "mps":
+        return None
+    note = ("Note: on MPS the losses may differ from the text's in the digits, and from run to "
+            "run; --device cpu reproduces the text's")
+    if torch_older_than(2, 9):
+        note += f" (torch {torch.__version__} is older than 2.9, which is steadier on MPS)"
+    return note
 
 
 def device_for_process(parser: argparse.ArgumentParser, name: str,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from common.extras.cli import heading, positive_int_list
-from common.extras.devices import detect_accelerator
+from common.extras.old_torch import current_accelerator
 
 import torch
 
@@ -122,7 +122,7 @@ def add_benchmark_flags(parser: argparse.ArgumentParser) -> None:
 def exercise_a4(sizes: tuple[int, ...]) -> None:
     """Print the timing table and the size from which the accelerator wins."""
     heading("9.1 Exercise A.4: when does the accelerator win?")
-    found = detect_accelerator()
+    found = current_accelerator()
     accelerator = torch.device(found) if found else None
     m, k, n = BOOK_CASE
     devices = [torch.device("cpu")] + ([accelerator] if accelerator is not None else [])

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from common import NeuralNetwork, compute_accuracy, toy_loaders
+from common.extras.old_torch import autocast_available
 
 import torch
 import torch.nn as nn
@@ -41,8 +42,7 @@ def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
     name = str(dtype).removeprefix("torch.")
     if dtype == torch.float16 and device_type == "cpu":
         return "float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on the CPU use bf16"
-    is_available = getattr(torch.amp, "is_autocast_available", None)  # torch 2.4+
-    if is_available is not None and not is_available(device_type):
+    if not autocast_available(device_type):
         return f"torch {torch.__version__} has no autocast on {device_type}"
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")

@@ -8,6 +8,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import platform
 import re
 import shutil
 import signal
@@ -27,6 +28,7 @@ from common.extras.launcher import (
     is_spawned_worker,
     launch_for_messages,
 )
+from common.extras.old_torch import store_uses_libuv
 from common.extras.signals import ENDING_CHILDREN, GRACE_SECONDS
 
 import torch.distributed as dist
@@ -69,7 +71,7 @@ def tcp_store(launch: Launch, is_master: bool, timeout: timedelta) -> dist.TCPSt
     host, port = launch.master
     with _stderr_silenced():
         return dist.TCPStore(host, port, world_size=launch.world_size, is_master=is_master,
-                             timeout=timeout, use_libuv=os.environ.get("USE_LIBUV", "1") != "0")
+                             timeout=timeout, use_libuv=store_uses_libuv())
 
 
 @contextmanager
@@ -184,26 +186,38 @@ def explain_distributed_error(err: Exception) -> str | None:
     rank = f"process {launch.rank}"
     if "unsupported gloo device" in message:  # makeDeviceForHostname or ...ForInterface
         return (f"{rank}: this torch build's gloo has no network transport for this system "
-                f"(torch 2.8.x on Windows), and GLOO_SOCKET_IFNAME cannot help: install "
-                f"another torch version, or run under WSL2")
-    if interface := re.search(r"Unable to find address for:? *(\S+)", message):
-        return (f"{rank}: GLOO_SOCKET_IFNAME names {interface[1]}, which is no network "
+                f"(reported with Windows builds of torch 2.7 to 2.12), and GLOO_SOCKET_IFNAME "
+                f"cannot help: install another torch version, or run under WSL2")
+    unresolved = re.search(r"Unable to find address for:? *(\S+)", message)
+    if unresolved and unresolved[1] == os.environ.get("GLOO_SOCKET_IFNAME"):
+        return (f"{rank}: GLOO_SOCKET_IFNAME names {unresolved[1]}, which is no network "
                 f"interface with an address on this machine: set it to one that ipconfig or "
                 f"ip addr lists, or unset it")
-    if "makeDeviceForHostname" in message:
+    if unresolved or "makeDeviceForHostname" in message:  # the machine's own name
+        if platform.system() == "Darwin":  # a Mac's .local name often resolves to nothing
+            return (f"{rank}: gloo found no network device for this Mac's hostname; on one "
+                    f"machine set GLOO_SOCKET_IFNAME=lo0 (on several, the interface that "
+                    f"ifconfig lists with the address the others reach, such as en0)")
         return (f"{rank}: gloo found no network device for this machine's hostname; set "
                 f"GLOO_SOCKET_IFNAME to an interface's name (ipconfig or ip addr lists them)")
     if "EADDRINUSE" in message or "address already in use" in message.lower():
         return (f"{rank}: the port of {where} is already in use (another run?); choose a free "
                 f"one with torchrun --master_port=PORT, or use torchrun --standalone")
+    if "shared memory segment" in message:  # NCCL under WSL2 or in a container
+        return (f"{rank}: NCCL could not create its shared memory in /dev/shm (WSL2 and "
+                f"containers keep it small): set NCCL_SHM_DISABLE=1 (between consumer GPUs "
+                f"also NCCL_P2P_DISABLE=1); NCCL_DEBUG=INFO shows more")
     if dist.is_available() and dist.is_initialized():
         if any(sign in message for sign in ("Connection closed by peer", "Connection reset",
                                             "Broken pipe", "Timed out", "timed out",
                                             "Connection refused")):
+            nccl = ("; on NCCL, a hang between GPUs whose driver forbids peer-to-peer "
+                    "copies (consumer cards) goes with NCCL_P2P_DISABLE=1, and NCCL_DEBUG=INFO "
+                    "shows where it stops" if dist.get_backend() == "nccl" else "")
             return (f"{rank} lost contact with another process (it crashed, was killed, or "
                     f"hangs). With --max-restarts=3, torchrun restarts all processes; with "
                     f"--snapshot PATH they, or the same command run again, resume from the "
-                    f"last epoch")
+                    f"last epoch{nccl}")
         return None
     if joined := re.search(r"waiting for clients\. (\d+)/(\d+) clients joined", message):
         return (f"{rank} waited --timeout for the other processes at {where}, and only "

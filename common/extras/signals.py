@@ -11,13 +11,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from common.startup import INTERRUPTED, STOPPED
+
 
 class Stopped(BaseException):
     """SIGTERM arrived: what SLURM, Kubernetes and torchrun send before they stop a job."""
 
 
-INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
-STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole"
 GRACE_SECONDS = 1.0  # how long a signal may wait for the main thread before the watchdog acts
 # Set while the main thread, which has taken the signal, waits for child processes to end
 # (a08 --spawn): the watchdog then waits for it, however long, instead of ending the process

@@ -18,13 +18,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-from pathlib import Path
 from typing import BinaryIO
 
 from common.extras.cli import stdout_to_null
 from common.extras.launcher import torchrun_command
+from common.startup import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 # torch's Windows wheels lack libuv, which torchrun's own store needs: there, a08 starts the same
 # two processes itself (--spawn 2), without torchrun
 A08_LAUNCH = (None, ["--spawn", "2"]) if platform.system() == "Windows" else (2, [])

@@ -1,6 +1,7 @@
-"""What a script needs before torch loads, which takes a second or more (longer from a cold
-disk). ``common.extras`` imports this module before any module of its that imports torch, and
-the scripts import ``common`` before torch, so importing it is the first thing they do:
+"""The companion's machinery, not the tutorial's: what a script needs before torch loads, which
+takes a second or more (longer from a cold disk). ``common`` imports this module first, and the
+scripts import ``common`` before torch, so importing it is the first thing they do. It imports
+nothing of ``common.extras``, whose modules load torch:
 
 - a standard output or error that the shell closed (``2>&-``) points at the null device, so
   that the script runs as usual, and no file it opens later takes that number and receives
@@ -25,14 +26,13 @@ import sys
 import threading
 from pathlib import Path
 
-from common.extras.launcher import is_first_process
-from common.extras.signals import INTERRUPTED, STOPPED
-
-ROOT = Path(__file__).resolve().parent.parent.parent  # the clone: where the scripts are
+ROOT = Path(__file__).resolve().parent.parent  # the clone: where the scripts are
 # the process that started this one, before torch loads (signals.OrphanWatch): a launcher
 # that dies meanwhile is noticed too
 PARENT_AT_START = os.getppid()
 HIDEABLE_PACKAGES = ("torch", "numpy", "matplotlib")  # what the scripts import from outside
+INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
+STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole"
 
 
 def running_a_script() -> bool:
@@ -84,7 +84,7 @@ def file_hiding_a_package(folder: Path = ROOT) -> Path | None:
 def end_with_one_line(signum: int, frame: object) -> None:
     """Nothing is written yet while a script loads: say the line (torchrun's rank 0, or the
     one process) and end at once."""
-    if is_first_process():
+    if os.environ.get("RANK", "0") == "0":  # under torchrun's variables, rank 0 speaks for all
         line = INTERRUPTED if signum == signal.SIGINT else STOPPED + "."
         os.write(2, f"\n{line}\n".encode())
     os._exit(130 if signum == signal.SIGINT else 143)
