@@ -8,9 +8,8 @@ nothing of ``common.extras``, whose modules load torch:
   what torch writes there;
 - a file of the learner's beside the scripts that would hide a package they import (a
   ``torch.py`` or ``numpy.py`` in the clone) is named in one line, before it is imported;
-- until ``cli.run`` takes over, a Ctrl-C or SIGTERM ends the script with the line that
-  ``run`` would say, from one process, instead of a traceback from inside torch's import (or,
-  for SIGTERM, silence).
+- what a Ctrl-C, a SIGTERM or a launcher's death does, from here to the end, is set up
+  (``common/ending.py``): even during torch's import, one line instead of a traceback.
 
 Only where one of the companion's scripts is the program that runs: a notebook, pytest or
 anything else that imports ``common`` keeps its own streams and signal handling.
@@ -19,20 +18,15 @@ anything else that imports ``common`` keeps its own streams and signal handling.
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
 
+from common import ending
+
 ROOT = Path(__file__).resolve().parent.parent  # the clone: where the scripts are
-# the process that started this one, before torch loads (signals.OrphanWatch): a launcher
-# that dies meanwhile is noticed too
-PARENT_AT_START = os.getppid()
 HIDEABLE_PACKAGES = ("torch", "numpy", "matplotlib")  # what the scripts import from outside
-INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
-STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole"
 
 
 def running_a_script() -> bool:
@@ -81,15 +75,6 @@ def file_hiding_a_package(folder: Path = ROOT) -> Path | None:
     return None
 
 
-def end_with_one_line(signum: int, frame: object) -> None:
-    """Nothing is written yet while a script loads: say the line (torchrun's rank 0, or the
-    one process) and end at once."""
-    if os.environ.get("RANK", "0") == "0":  # under torchrun's variables, rank 0 speaks for all
-        line = INTERRUPTED if signum == signal.SIGINT else STOPPED + "."
-        os.write(2, f"\n{line}\n".encode())
-    os._exit(130 if signum == signal.SIGINT else 143)
-
-
 def prepare() -> None:
     point_closed_streams_at_null()
     hiding = file_hiding_a_package()
@@ -97,20 +82,8 @@ def prepare() -> None:
         print(f"error: {hiding} hides the installed {hiding.stem} package from every script "
               f"here; rename or move it", file=sys.stderr)
         sys.exit(1)
-    if multiprocessing.current_process().name != "MainProcess":
-        # a process that a script started (--spawn, or a DataLoader where it spawns), which
-        # imports the script again: its parent speaks for it, and a DataLoader's worker must
-        # live on through a Ctrl-C (torch's loop ignores it, and the main process stops it)
-        sys.excepthook = _silent_on_interruption
-    elif threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, end_with_one_line)
-        signal.signal(signal.SIGTERM, end_with_one_line)
-
-
-def _silent_on_interruption(kind: type[BaseException], error: BaseException,
-                            trace: object) -> None:
-    if not issubclass(kind, KeyboardInterrupt):
-        sys.__excepthook__(kind, error, trace)
+    if threading.current_thread() is threading.main_thread():
+        ending.install()
 
 
 if running_a_script():

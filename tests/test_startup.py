@@ -1,6 +1,6 @@
 """A script's first second and its last: a Ctrl-C or SIGTERM while torch loads, a second
 Ctrl-C during a08's teardown, standard streams the shell closed, a learner's torch.py beside
-the scripts, and the walkthrough stopped midway (common/startup.py, common/extras/signals.py,
+the scripts, and the walkthrough stopped midway (common/startup.py, common/ending.py,
 walkthrough.py)."""
 
 import os

@@ -108,15 +108,17 @@ def test_workers_stop_when_their_launcher_is_killed(launcher, tmp_path):
     resumes(tmp_path, snapshot)
 
 
-def test_a_worker_whose_launcher_dies_while_it_loads_torch_stops(tmp_path):
+@pytest.mark.parametrize("system", ["Linux", "macOS"])
+def test_a_worker_whose_launcher_dies_while_it_loads_torch_stops(system, tmp_path):
     """torchrun killed (or itself interrupted) in the second its workers load torch: they
-    were adopted before they could note their launcher, and trained on to the end."""
+    were adopted before they could note their launcher, and trained on to the end. On a
+    simulated macOS (no prctl: tests/shims/no_prctl), the worker notices its new parent."""
     snapshot = tmp_path / "snap.pt"
     # the launcher itself must not load torch (the shim would fire in it): its worker does,
     # with no cpu_only shim (which loads torch first), on the CPU by --device cpu
     launcher = ("import os, subprocess, sys, time\n"
                 "subprocess.Popen(sys.argv[1:], env=os.environ | {'TEST_SHIMS': "
-                "'signal_in_torch_import'})\n"
+                f"'signal_in_torch_import{',no_prctl' if system == 'macOS' else ''}'}})\n"
                 "time.sleep(600)\n")
     env = with_shims(clean_env(accelerators=True), ) | {
         "TEST_SHIMS": "", "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",

@@ -118,7 +118,7 @@ def a08_waiting_for_a_peer(tmp_path: Path) -> subprocess.Popen:
 @needs_sigint
 @pytest.mark.parametrize("signum, code, line", [
     pytest.param(signal.SIGINT, 130, "Interrupted (Ctrl-C): stopped before the end; files "
-                 "already written are whole.", marks=pytest.mark.stress),  # the same watchdog
+                 "already written are whole.", marks=pytest.mark.stress),  # one thread ends both
     (signal.SIGTERM, 143, "Stopped (SIGTERM, e.g. a preempted job): files already written are "
                           "whole; with --snapshot, the same command resumes from the last epoch."),
 ])

@@ -4,7 +4,8 @@ Everything here is ours, not the text's: flags and their checks, device choice, 
 checkpoints, a08's distributed helpers, snapshots and reports, the plot, the Exercise A.4
 benchmark and the walkthrough. The scripts mark each use with ``# EXTRA:``. The tutorial's
 own shared code (the toy data, ToyDataset, NeuralNetwork, compute_accuracy) is one level up, in
-``common/__init__.py``, beside ``common/startup.py``, which acts before torch loads.
+``common/__init__.py``, beside ``common/startup.py`` (what acts before torch loads) and
+``common/ending.py`` (what Ctrl-C, SIGTERM and a launcher's death do).
 
 The scripts use what they need through this package (``extras.make_parser``), so each has one
 line of imports from ``common``, the tutorial's names and ours. Each module depends only on
@@ -14,8 +15,7 @@ those above it in this table:
 | --- | --- |
 | errors | ``UserError``: a problem the user can fix, said in one line |
 | launcher | torchrun's variables, read and checked; the torchrun command line (no torch) |
-| signals | Ctrl-C and SIGTERM: one line, within a second, even while torch waits in C++ |
-| cli | the argument parser, range-checked flag types, ``run`` (one-line errors, signals) |
+| cli | the argument parser, range-checked flag types, ``run`` (errors in one line) |
 | old_torch | what torch before 2.4 (an Intel Mac's 2.2.2) and later releases differ in |
 | devices | a07's ``--device`` and its section 9.1 on a CPU-only machine; a08's device per process |
 | checkpoint | atomic saving and one-line errors around a06's torch.save / torch.load |

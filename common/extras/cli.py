@@ -16,10 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from common import startup
+from common import ending as signal_ending
 from common.extras.errors import UserError
 from common.extras.launcher import is_first_process
-from common.extras.signals import Interruption, OrphanWatch, SignalWatchdog, Stopped
 
 
 class _Parser(argparse.ArgumentParser):
@@ -103,35 +102,26 @@ def _nothing() -> None:
 @dataclass(frozen=True)
 class Ending:
     """What ``run`` does beyond its general rules, for a script that needs more (a08 gives
-    its own): ``explain`` turns errors of the script's own kind into one line (None: not
-    one of them); ``reports_interruptions`` says whether this process prints the Ctrl-C and
-    SIGTERM line that every process would print; ``cleanup`` runs however main() ended;
-    ``stopped_hint`` ends the SIGTERM line; ``on_orphaned``, where given, makes a process that
-    a launcher started (torchrun's variables set) stop when the launcher dies, after calling
-    it (see ``signals.OrphanWatch``)."""
+    its own): ``explain`` turns errors of the script's own kind into one line (None: not one
+    of them); ``cleanup`` runs however main() ended, but for a signal, which ends the process
+    at once (``common/ending.py``); ``stopped_hint`` ends the SIGTERM line."""
 
     explain: Callable[[Exception], str | None] = _no_explanation
-    reports_interruptions: Callable[[], bool] = is_first_process
     cleanup: Callable[[], None] = _nothing
     stopped_hint: str = ""
-    on_orphaned: Callable[[], None] | None = None
 
 
 def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
     """Call ``main()``. Every print() becomes one whole-line write, so the lines of processes
     that share a terminal never splice (torchrun runs Python unbuffered, where print() writes
     each piece on its own). A UserError ends the script with one line, a closed pipe
-    (``| head``) quietly. Ctrl-C (exit 130) and SIGTERM (a preempted job, exit 143) end it
-    with one line, within about a second even while torch waits inside C++ code, where Python
-    cannot raise (see ``signals.SignalWatchdog``)."""
+    (``| head``) quietly. Ctrl-C and SIGTERM: see ``common/ending.py``; where no script is
+    the program (a notebook's ``%run``), Python's KeyboardInterrupt gets the same line."""
     if hasattr(sys.stdout, "reconfigure"):  # a notebook's stdout may not have it
         # a path the terminal's encoding cannot show is escaped, not a traceback after saving
         sys.stdout.reconfigure(line_buffering=True, write_through=False,
                                errors="backslashreplace")
-    interruption = Interruption(ending.reports_interruptions, ending.stopped_hint)
-    watchdog = SignalWatchdog.start(interruption)
-    orphan_watch = (OrphanWatch(ending.on_orphaned, startup.PARENT_AT_START)
-                    if ending.on_orphaned is not None and "RANK" in os.environ else None)
+    signal_ending.stopped_hint = ending.stopped_hint
     try:
         main()
     except UserError as err:
@@ -152,32 +142,20 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
         print(_NO_MEMORY, file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
-        interruption.say(signal.SIGINT)
+        signal_ending.say(signal.SIGINT)
         sys.exit(130)
-    except (Stopped, Exception) as err:
-        if watchdog and watchdog.sigterm_arrived:  # also a peer's error: it stopped first
-            interruption.say(signal.SIGTERM)
-            sys.exit(143)
+    except Exception as err:
         if isinstance(err, RuntimeError) and any(
                 sign in str(err) for sign in ("can't allocate memory", "out of memory")):
             print(_NO_MEMORY, file=sys.stderr)  # torch's allocators say it so, CPU and GPU
             sys.exit(1)
-        explained = ending.explain(err) if isinstance(err, Exception) else None
+        explained = ending.explain(err)
         if explained is None:
             raise
         print(f"error: {explained}", file=sys.stderr)  # every process: each may differ
         sys.exit(1)
     finally:
-        if watchdog:
-            watchdog.ending()
-        try:
-            ending.cleanup()  # may wait in C++ too: the watchdog still watches
-        finally:
-            if orphan_watch:
-                orphan_watch.stop()
-            if watchdog:
-                watchdog.stop()
-            interruption.close()
+        ending.cleanup()
 
 
 def stdout_to_null() -> None:

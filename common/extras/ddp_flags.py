@@ -48,8 +48,8 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
                              "if it exists (default: no snapshots)")
     parser.add_argument("--spawn", type=positive_int, default=None, metavar="N",
                         help="start N processes on this machine without torchrun, with "
-                             "torch.multiprocessing.spawn, meeting through a file (no network "
-                             "port; works on Windows) (default: off)")
+                             "torch.multiprocessing.spawn, meeting at a free port of this machine "
+                             "without libuv (works on Windows) (default: off)")
     parser.add_argument("--fast-batches", action="store_true",
                         help="fetch each batch with one indexing operation instead of example "
                              "by example: the same batches in the same order, faster for large "

@@ -6,14 +6,13 @@ No torch here: the walkthrough imports this before any script runs.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from common.extras.errors import UserError
-
-SPAWN_STORE_VARIABLE = "A08_SPAWN_STORE"  # in the workers of a08 --spawn: their file store
 
 
 class LaunchError(UserError):
@@ -33,13 +32,12 @@ class Launch:
     world_size: int = 1
     local_world_size: int = 1
     master: tuple[str, int] | None = None  # MASTER_ADDR, MASTER_PORT, where they meet
-    spawn_store: str | None = None  # the file store of a08 --spawn's workers
     spawn: int | None = None  # --spawn N: this process starts N workers instead of training
 
     @property
     def launched(self) -> bool:
         """Started by torchrun or --spawn (else: one plain process)."""
-        return self.master is not None or self.spawn_store is not None
+        return self.master is not None
 
 
 def spawn_launch(nprocs: int) -> Launch:
@@ -63,9 +61,6 @@ def read_launch(environ: Mapping[str, str] = os.environ) -> Launch:
                                      default=world_size)
     local_rank = _whole_number(environ, "LOCAL_RANK", 0, local_world_size - 1,
                                default=rank if local_world_size == world_size else None)
-    if SPAWN_STORE_VARIABLE in environ:
-        return Launch(rank, local_rank, world_size, local_world_size,
-                      spawn_store=environ[SPAWN_STORE_VARIABLE])
     address = environ.get("MASTER_ADDR", "").strip()
     if not address:
         raise LaunchError("RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to the "
@@ -116,12 +111,12 @@ def is_first_process(environ: Mapping[str, str] = os.environ) -> bool:
 
 def started_by_torchrun(environ: Mapping[str, str] = os.environ) -> bool:
     """torchrun (or a user by hand) set the launch variables, not a08 --spawn."""
-    return "RANK" in environ and not is_spawned_worker(environ)
+    return "RANK" in environ and not is_spawned_worker()
 
 
-def is_spawned_worker(environ: Mapping[str, str] = os.environ) -> bool:
-    """A process that a08 --spawn started (its parent speaks for it on Ctrl-C)."""
-    return SPAWN_STORE_VARIABLE in environ
+def is_spawned_worker() -> bool:
+    """A process that a08 --spawn started (torch.multiprocessing names it SpawnProcess-N)."""
+    return multiprocessing.current_process().name != "MainProcess"
 
 
 def torchrun_command(nproc: int | str, script: str, *args: str,

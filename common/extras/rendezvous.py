@@ -4,16 +4,11 @@ group. ``DDP_ENDING`` gives ``cli.run`` what a08 needs on errors and signals."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import multiprocessing
 import os
 import platform
 import re
-import shutil
-import signal
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -21,15 +16,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from common.extras.cli import Ending, run
-from common.extras.launcher import (
-    SPAWN_STORE_VARIABLE,
-    Launch,
-    is_first_process,
-    is_spawned_worker,
-    launch_for_messages,
-)
+from common.extras.launcher import Launch, launch_for_messages
 from common.extras.old_torch import store_uses_libuv
-from common.extras.signals import ENDING_CHILDREN, GRACE_SECONDS
 
 import torch.distributed as dist
 
@@ -37,24 +25,19 @@ import torch.distributed as dist
 def store_for_this_attempt(launch: Launch, timeout: timedelta) -> dist.Store:
     """The key-value store the processes meet through, to build the process group on.
 
-    One plain process: an in-memory store, so no port is needed. The workers of --spawn: a file
-    store. Otherwise a TCPStore at MASTER_ADDR:MASTER_PORT, made here rather than inside
-    init_process_group so that a master that cannot be reached, or a port in use, ends in one
-    line (see ``explain_distributed_error``) instead of torch's log of every retry. Every
-    TCPStore made here goes without libuv where torch lacks it (USE_LIBUV=0, as a08 sets on
-    Windows).
+    One plain process: an in-memory store, so no port is needed. Otherwise a TCPStore at
+    MASTER_ADDR:MASTER_PORT, made here rather than inside init_process_group so that a master
+    that cannot be reached, or a port in use, ends in one line (``explain_distributed_error``)
+    instead of torch's log of every retry; without libuv where torch lacks it (USE_LIBUV=0).
 
-    Under torchrun: the store that torchrun's agent hosts outlives the workers it restarts
-    (``--max-restarts``), and torch's default keys for the process group are the same in every
-    attempt. Restarted workers could then read the addresses their dead predecessors left
-    there, and gloo fails in ``connectFullMesh`` (Connection refused) or waits for keys that
-    never change. So every attempt gets keys of its own, prefixed with how many times this
-    rank has started: all processes restart together, so that count is the same in every
-    process of an attempt, on every machine. (TORCHELASTIC_RESTART_COUNT is not: each
-    machine's torchrun counts on its own; pytorch/pytorch#135712.)
+    Where torchrun's agent (or --spawn's parent) hosts the store, it outlives the workers it
+    restarts (``--max-restarts``), and torch's default keys for the process group are the same
+    in every attempt: restarted workers could read the addresses their dead predecessors left
+    there, and gloo fails in ``connectFullMesh`` or waits for keys that never change. So every
+    attempt gets keys of its own, prefixed with how many times this rank has started: all
+    processes restart together, so that count is the same in every process of an attempt, on
+    every machine (TORCHELASTIC_RESTART_COUNT is not: pytorch/pytorch#135712).
     """
-    if launch.spawn_store is not None:
-        return dist.FileStore(launch.spawn_store, launch.world_size)
     if launch.master is None:
         return dist.HashStore()
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
@@ -92,58 +75,28 @@ def _stderr_silenced() -> Iterator[None]:
 
 def spawn(main: Callable[[], None], nprocs: int) -> None:
     """--spawn N: run ``main`` in N new processes on this machine, as torchrun would, but with
-    torch.multiprocessing (the way the book's DDP-script.py starts its processes). They meet
-    through a file in a temporary folder: no network port and no TCPStore, so this works where
-    torchrun cannot start (torch's Windows wheels lack libuv). A worker that fails has already
-    said why; the others are stopped and this process exits with its status. A Ctrl-C or
-    SIGTERM that reaches only this process (``kill PID``, a process supervisor) is passed on
-    to the workers, and the folder goes only once they have ended."""
+    torch.multiprocessing (the way the book's DDP-script.py starts its processes). This process
+    hosts the store they meet through, as torchrun's agent does: a TCPStore on a free port of
+    this machine, without libuv, which torch's Windows wheels lack (torch 2.2 to 2.15 take
+    ``use_libuv=False`` on every system). A worker that fails has already said why; torch
+    stops the others, and this process exits with its status. A signal that ends this process
+    ends the workers too (``common/ending.py``)."""
     import torch.multiprocessing as mp
 
-    with tempfile.TemporaryDirectory(prefix="a08-spawn-") as folder:
-        store = os.path.join(folder, "store")
-        try:
-            workers = mp.start_processes(_spawned_worker, args=(nprocs, store, main),
-                                         nprocs=nprocs, join=False, start_method="spawn")
-            while not workers.join(timeout=0.5):
-                pass
-        except mp.ProcessExitedException as err:
-            raise SystemExit(err.exit_code if err.exit_code and err.exit_code > 0 else 1) from None
-        except BaseException as err:  # KeyboardInterrupt, or Stopped (SIGTERM)
-            interrupted = isinstance(err, KeyboardInterrupt)
-            # those started so far, even where the signal came while starting them
-            stop_workers(multiprocessing.active_children(),
-                         signal.SIGINT if interrupted else signal.SIGTERM)
-            raise
-
-
-def stop_workers(processes: list, signum: int, grace: float = 10.0) -> None:
-    """The workers of --spawn after this process got ``signum``. A terminal's Ctrl-C, or a
-    signal to the process group, reached them too: they end within GRACE_SECONDS, and a
-    second signal would catch them in their teardown. So only those still running after
-    twice that get ``signum`` from here, then ``grace`` seconds, then are killed. Meanwhile
-    this process's signal watchdog waits (if it ended this process first, each worker would
-    get SIGINT from torch, which has it sent when their parent dies)."""
-    ENDING_CHILDREN.set()
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=False,
+                          wait_for_workers=False)
     try:
-        _join_all(processes, 2 * GRACE_SECONDS)
-        for process in processes:
-            if process.is_alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signum)
-        _join_all(processes, grace)
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-                process.join()
-    finally:
-        ENDING_CHILDREN.clear()
+        mp.spawn(_spawned_worker, args=(nprocs, store.port, main), nprocs=nprocs)
+    except mp.ProcessExitedException as err:
+        raise SystemExit(err.exit_code if err.exit_code and err.exit_code > 0 else 1) from None
 
 
-def _spawned_worker(index: int, nprocs: int, store: str, main: Callable[[], None]) -> None:
+def _spawned_worker(index: int, nprocs: int, port: int, main: Callable[[], None]) -> None:
+    """What torchrun would set, with its agent's store: the parent's, reached without libuv."""
     os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index),
                        "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs),
-                       SPAWN_STORE_VARIABLE: store})
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                       "TORCHELASTIC_USE_AGENT_STORE": "True", "USE_LIBUV": "0"})
     run(main, DDP_ENDING)  # its errors end this worker with one line, as in the parent
 
 
@@ -232,27 +185,6 @@ def explain_distributed_error(err: Exception) -> str | None:
     return None
 
 
-def _reports_interruptions() -> bool:
-    """The process the user started speaks for all: torchrun's rank 0, or --spawn's parent
-    (not its workers, which the same Ctrl-C reaches)."""
-    return is_first_process() and not is_spawned_worker()
-
-
-def _remove_spawn_folder() -> None:
-    """What --spawn's parent does at its end, for a worker that outlived it: its folder goes."""
-    store = os.environ.get(SPAWN_STORE_VARIABLE)
-    if store:
-        shutil.rmtree(os.path.dirname(store), ignore_errors=True)
-
-
 DDP_ENDING = Ending(explain=explain_distributed_error,
-                    reports_interruptions=_reports_interruptions,
                     cleanup=leave_process_group_after_error,
-                    stopped_hint="; with --snapshot, the same command resumes from the last epoch",
-                    on_orphaned=_remove_spawn_folder)
-
-
-def _join_all(processes: list, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
+                    stopped_hint="; with --snapshot, the same command resumes from the last epoch")

@@ -17,8 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
-from typing import BinaryIO
 
 from common.extras.cli import stdout_to_null
 from common.extras.launcher import torchrun_command
@@ -89,38 +87,27 @@ def run_step(script: str, nproc: int | None, arguments: list[str]) -> tuple[int,
 
 def run_passing_output_on(command: list[str], workdir: str, env: dict | None) -> int:
     """Run ``command`` in its own session (a Ctrl-C at the terminal reaches only this process),
-    passing its output on as it comes. On Ctrl-C or SIGTERM here: stop passing it on, stop
-    the command (SIGINT, as the terminal would have sent; torchrun passes it to its workers),
-    and raise KeyboardInterrupt once it has ended."""
+    passing its output on line by line, standard error with standard output. On Ctrl-C or
+    SIGTERM here: stop passing it on, stop the command (SIGINT, as the terminal would have sent;
+    torchrun passes it to its workers), and raise KeyboardInterrupt once it has ended. A reader
+    that stops reading (``| head``) ends the passing on; the command's output is read on."""
     process = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)
-    passing_on = threading.Event()
-    passing_on.set()
-    relays = [threading.Thread(target=_pass_on, args=(source, target, passing_on), daemon=True)
-              for source, target in ((process.stdout, sys.stdout.buffer),
-                                     (process.stderr, sys.stderr.buffer))]
-    for relay in relays:
-        relay.start()
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    passing_on = True
     try:
-        process.wait()
+        for line in process.stdout:
+            if passing_on:
+                try:
+                    sys.stdout.buffer.write(line)
+                    sys.stdout.buffer.flush()
+                except BrokenPipeError:
+                    passing_on = False
     except KeyboardInterrupt:
-        passing_on.clear()
         _stop(process)
         raise
-    finally:
-        for relay in relays:
-            relay.join(timeout=5)
-    return process.returncode
-
-
-def _pass_on(source: BinaryIO, target: BinaryIO, passing_on: threading.Event) -> None:
-    for line in source:
-        if passing_on.is_set():
-            try:
-                target.write(line)
-                target.flush()
-            except BrokenPipeError:  # nobody reads on (`| head`): read on, or the script waits
-                passing_on.clear()
+    if not passing_on:
+        raise BrokenPipeError
+    return process.wait()
 
 
 def _stop(process: subprocess.Popen, grace: float = 10.0) -> None:
@@ -129,10 +116,10 @@ def _stop(process: subprocess.Popen, grace: float = 10.0) -> None:
     else:
         process.terminate()
     try:
-        process.wait(timeout=grace)
+        process.communicate(timeout=grace)  # its last words, not passed on
     except subprocess.TimeoutExpired:
         process.kill()
-        process.wait()
+        process.communicate()
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ MUTATIONS = [
     Mutation("a08_ddp_torchrun.py", "features, labels = features.to(device), labels.to(device)",
              "pass", ON_CPU + "the batches are on the CPU already"),
     Mutation("a08_ddp_torchrun.py", 'os.environ["MASTER_ADDR"] = "localhost"', "pass",
-             "torchrun sets MASTER_ADDR, --spawn meets through a file and one plain process "
+             "torchrun and --spawn set MASTER_ADDR, and one plain process meets "
              "through an in-memory store: the default is read by none of them"),
     Mutation("a08_ddp_torchrun.py", "destroy_process_group()  # NEW: leave the process group",
              "pass", "the process exits right after it, which ends the process group as well"),
