@@ -8,7 +8,7 @@ Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark (Exercis
 
 import argparse
 
-from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
+from common import NeuralNetwork, compute_accuracy, extras, toy_loaders
 
 import torch
 import torch.nn.functional as F
@@ -18,30 +18,17 @@ from a05_training_loop import Trained
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = extras.make_parser(__doc__)
-    extras.add_training_flags(parser)
-    extras.add_plot_flag(parser)  # EXTRA: --plot PATH
-    extras.add_device_flag(parser)  # EXTRA: --device auto|cpu|cuda|mps
-    extras.add_benchmark_flags(parser)  # EXTRA: --benchmark, --sizes (Exercise A.4)
-    extras.add_amp_flag(parser)  # EXTRA: --amp bf16|fp16
-    extras.add_gpu_guides_flag(parser)  # EXTRA: --gpu-guides: the two GPU articles
-    args = parser.parse_args(argv)
-    extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
-    extras.check_amp(parser, args.amp, extras.device_to_show(args.device).type)  # EXTRA
-    return args
+    # EXTRA: the text's knobs and ours (--device, --plot, --amp, --benchmark, --gpu-guides)
+    return extras.parse_a07_flags(__doc__, argv)
 
 
 def section_9_1_tensors_on_device(device: torch.device | None) -> None:
     tensor_1 = torch.tensor([1.0, 2.0, 3.0])
     tensor_2 = torch.tensor([4.0, 5.0, 6.0])
     print("On the CPU:", tensor_1 + tensor_2)
-    device = extras.device_to_show(device)  # EXTRA: --device, else any accelerator, else CPU
-    if device.type == "cpu":  # EXTRA: what the lines below would print on a GPU
-        extras.explain_cpu_only(device)
-    else:
-        print(f"Training device: {device}")
-        if note := extras.mps_digits_note(device):  # EXTRA: MPS prints other digits
-            print(note)
+    # EXTRA: --device, else any accelerator, named; on a CPU alone, what the lines below print
+    device = extras.show_device(device)
+    if device.type != "cpu":
         tensor_1, tensor_2 = tensor_1.to(device), tensor_2.to(device)
         print(f"On {device.type}:", tensor_1 + tensor_2)
         try:
@@ -78,8 +65,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
     return losses
 
 
-def train_tutorial_model(args: argparse.Namespace,
-                         amp: str | None) -> Trained:  # EXTRA: amp
+def train_tutorial_model(args: argparse.Namespace) -> Trained:
     """Section 7's setup and loop."""
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
@@ -90,14 +76,8 @@ def train_tutorial_model(args: argparse.Namespace,
     device = args.device or device  # EXTRA: --device, where given, overrides the choice above
     model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    losses = train(model, train_loader, optimizer, args.epochs, device, amp)
+    losses = train(model, train_loader, optimizer, args.epochs, device, args.amp)
     return Trained(model, train_loader, test_loader, losses, device)
-
-
-def train_and_score(args: argparse.Namespace, amp: str | None) -> tuple[list[float], float]:
-    """EXTRA: --gpu-guides trains section 9.2's model once more in each precision."""
-    trained = train_tutorial_model(args, amp)
-    return trained.losses, compute_accuracy(trained.model, trained.train_loader, trained.device)
 
 
 def main() -> None:
@@ -108,17 +88,17 @@ def main() -> None:
         extras.exercise_a4(args.sizes)
 
     extras.heading("9.2 Single-GPU training")
-    trained = train_tutorial_model(args, args.amp)
+    trained = train_tutorial_model(args)
     model, device = trained.model, trained.device
 
     extras.heading("9.2 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, trained.train_loader, device=device))
     print("Test accuracy:", compute_accuracy(model, trained.test_loader, device=device))
 
-    if args.gpu_guides:  # EXTRA: the two GPU articles, on the device chosen above
-        extras.run_gpu_articles(device, lambda amp: train_and_score(args, amp))
-
-    if args.plot is not None:  # EXTRA: --plot
+    # EXTRA: the two GPU articles (--gpu-guides) on the device chosen above, and --plot
+    if args.gpu_guides:
+        extras.run_gpu_articles(device, args)
+    if args.plot is not None:
         extras.plot_training(trained.losses, model, args.plot)
 
 

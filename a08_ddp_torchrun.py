@@ -24,17 +24,8 @@ from a05_training_loop import Trained
 
 def parse_args(argv: list[str] | None = None
                ) -> tuple[argparse.Namespace, extras.Launch, torch.device]:
-    parser = extras.make_parser(__doc__)
-    extras.add_training_flags(parser)
-    extras.add_plot_flag(parser)  # EXTRA: --plot PATH
-    extras.add_ddp_flags(parser)  # EXTRA: --device, --snapshot, --fast-batches, ...
-    extras.add_amp_flag(parser)  # EXTRA: --amp bf16|fp16
-    args = parser.parse_args(argv)
-    # EXTRA: torchrun's variables and the flags, checked before any process group exists
-    launch = extras.check_ddp_flags(parser, args)
-    device = extras.device_for_process(parser, args.device, launch)  # EXTRA: a GPU, or the CPU
-    extras.check_amp(parser, args.amp, device.type)  # EXTRA: fp16 needs CUDA
-    return args, launch, device
+    # EXTRA: the text's knobs and ours, torchrun's variables, and a GPU per process or the CPU
+    return extras.parse_a08_flags(__doc__, argv)
 
 
 def ddp_setup(rank: int, world_size: int, device: torch.device,
@@ -47,18 +38,16 @@ def ddp_setup(rank: int, world_size: int, device: torch.device,
     if platform.system() == "Windows":
         os.environ["USE_LIBUV"] = "0"  # NEW: torch for Windows is built without libuv
     # NEW: NCCL between GPUs (not on Windows), else gloo
-    # EXTRA: gloo on CPUs too, where the text asks for NCCL
+    # EXTRA: gloo on CPUs too; a timeout, a store, NCCL's GPU; a GPU set only where there is one
     backend = "nccl" if device.type == "cuda" and platform.system() != "Windows" else "gloo"
     init_process_group(backend=backend, rank=rank, world_size=world_size,
-                       timeout=timeout,  # EXTRA: a lost peer ends the run, no hang
-                       store=extras.store_for_this_attempt(launch, timeout),  # EXTRA: restarts
-                       **extras.device_id(device))  # EXTRA: NCCL told its GPU up front
-    if device.type == "cuda":  # EXTRA: the text sets a GPU even where there is none
+                       **extras.process_group_options(device, launch, timeout))
+    if device.type == "cuda":
         torch.cuda.set_device(device)  # NEW: this process's GPU
 
 
 def prepare_dataset(args: argparse.Namespace, world_size: int,
-                    device: torch.device) -> tuple[DataLoader, DataLoader]:  # EXTRA: the last 2
+                    device: torch.device) -> tuple[DataLoader, DataLoader]:  # EXTRA: the args
     X_train, y_train, X_test, y_test = toy_data()
     # NEW: the text's remedy for 5 or more GPUs, where 5 examples leave one without a batch:
     # factor = 4
@@ -80,22 +69,20 @@ def prepare_dataset(args: argparse.Namespace, world_size: int,
         # NEW: chunk the batches across processes without overlapping examples
         sampler=DistributedSampler(train_ds),
     )
-    if args.fast_batches:  # EXTRA: the same batches, each fetched in one operation
-        train_loader = extras.fast_batch_loader(train_ds, args.batch_size)
     test_loader = DataLoader(dataset=test_ds, batch_size=2, shuffle=False)
     return train_loader, test_loader
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
-          optimizer: torch.optim.Optimizer, num_epochs: int, device: torch.device,
-          snapshot: extras.Snapshot, log_every: int,
-          amp: str | None) -> list[float]:  # EXTRA: the last three
-    losses = []  # EXTRA: kept for --plot
-    for epoch in range(snapshot.first_epoch, num_epochs):  # EXTRA: first_epoch > 0 on resume
+          optimizer: torch.optim.Optimizer, num_epochs: int,
+          device: torch.device,  # NEW: the device to train on
+          record: extras.TrainingRecord, amp: str | None) -> None:  # EXTRA: the last two
+    # EXTRA: from the snapshot's epoch on (--snapshot), which is saved after each epoch
+    for epoch in record.epochs(num_epochs):
         train_loader.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
-            features, labels = features.to(device), labels.to(device)
+            features, labels = features.to(device), labels.to(device)  # NEW: batch to device
             with extras.autocast(device, amp):  # EXTRA: --amp, mixed precision
                 logits = model(features)
                 loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
@@ -103,18 +90,14 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
-            losses.append(loss.item())
-            extras.require_finite_loss(losses[-1])  # EXTRA: a diverged run stops, saves nothing
+            record.keep(loss)  # EXTRA: kept for --plot; a diverged run stops, saves nothing
 
             # LOGGING
-            if batch_idx % log_every == 0:  # EXTRA: --log-every
-                print(f"{extras.process_name(device)} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
-                      f" | Batchsize {labels.shape[0]:03d}"
-                      f" | Train/Val Loss: {loss:.2f}")
+            print(f"{extras.process_name(device)} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
+                  f" | Batchsize {labels.shape[0]:03d}"
+                  f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         # Optional model evaluation would go here
-        snapshot.save(epochs_completed=epoch + 1)  # EXTRA: --snapshot
-    return losses
 
 
 def train_tutorial_model(args: argparse.Namespace, device: torch.device,
@@ -123,44 +106,41 @@ def train_tutorial_model(args: argparse.Namespace, device: torch.device,
     train_loader, test_loader = prepare_dataset(args, world_size, device)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    model = model.to(device)
+    model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
-    settings = {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
-                "--num-samples": args.num_samples}  # EXTRA: what a resumed run must share
-    snapshot = extras.Snapshot(args.snapshot, model, optimizer, settings, args.epochs)  # EXTRA
-    clock = extras.TrainingClock()  # EXTRA: the training time of all processes
-    losses = train(model, train_loader, optimizer, args.epochs, device, snapshot,
-                   args.log_every, args.amp)
-    return Trained(model, train_loader, test_loader, losses, device, clock.stop())
+    # EXTRA: what rank 0 says of the run, --snapshot, the clock of all processes, the losses
+    record = extras.TrainingRecord(args, model, optimizer, device)
+    train(model, train_loader, optimizer, args.epochs, device, record, args.amp)
+    return Trained(model, train_loader, test_loader, record.losses, device, record.seconds)
 
 
 def main() -> None:
     args, launch, device = parse_args()
-    if launch.spawn:  # EXTRA: --spawn N: N processes without torchrun, each running main()
+    # EXTRA: --spawn N: N processes, each running main(); else torchrun's global RANK (not LOCAL_)
+    if launch.spawn:
         return extras.spawn(main, launch.spawn)
-    # NEW: this process's rank and the number of processes, which torchrun sets
-    rank, world_size = launch.rank, launch.world_size  # EXTRA: the global RANK, not LOCAL_RANK
+    rank, world_size = launch.rank, launch.world_size
     if rank == 0:  # NEW: print once, not once per process
         extras.heading("9.3 Training with multiple GPUs")
         print("PyTorch version:", torch.__version__)
         print("CUDA available:", torch.cuda.is_available())
         print("Number of GPUs available:", torch.cuda.device_count())
     ddp_setup(rank, world_size, device, launch, args.timeout)
-    extras.describe_run(device)  # EXTRA: processes, device and backend, on rank 0
+
     trained = train_tutorial_model(args, device, world_size)
-    model = trained.model
+    model, device = trained.model, trained.device
+
     name = extras.process_name(device)  # NEW: [GPU0], [GPU1], ... (on CPUs: [CPU0], ...)
     print(f"{name} Training accuracy", compute_accuracy(model, trained.train_loader, device=device))
     print(f"{name} Test accuracy", compute_accuracy(model, trained.test_loader, device=device))
-    # EXTRA: rank 0's time, global accuracy and whether all hold the same parameters, last
-    extras.report_summary(trained.seconds, len(trained.losses), args.batch_size, model,
-                          trained.train_loader, trained.test_loader, device)
 
-    if args.plot is not None:  # EXTRA: --plot
+    # EXTRA: rank 0's summary, --plot, and DDP freed before its group (else: aborts, or hangs)
+    extras.report_summary(trained, args.batch_size)
+    if args.plot is not None:
         extras.plot_training(trained.losses, model, args.plot)
-    del model, trained  # EXTRA: free DDP and the parameters its hooks hold first (else: aborts)
-    extras.free_model_and_wait_for_gloo()  # EXTRA: collect them, let gloo finish (else: hangs)
+    del model, trained
+    extras.free_model_and_wait_for_gloo()
     destroy_process_group()  # NEW: leave the process group
 
 

@@ -234,12 +234,6 @@ def test_a08_plain_python_is_one_process(default_run):
     assert parsed["train_acc"] == {0: ["1.0"]}
 
 
-def test_a08_log_every_thins_the_loss_lines(capsys):
-    code, out, err = run_main("a08_ddp_torchrun.py", ["--log-every", "2"], capsys)
-    assert code == 0, err
-    assert [loss for _, loss in parse(out)["loss"][0]] == [0.66, 0.10, 0.04]
-
-
 @needs_torchrun
 def test_a08_two_machines_use_global_ranks(ddp_runs):
     """Two torchrun launches with --nnodes=2 sharing a rendezvous on localhost, 2 processes

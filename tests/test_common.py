@@ -1,18 +1,24 @@
 """Pieces of common/ that the scripts' output cannot pin down on its own."""
 
+import sys
+
 from common import ToyDataset, compute_accuracy
-from common.extras.data import (
-    BatchGatheringDataset,
-    DistributedBatchSampler,
-    fast_batch_loader,
-    index_dtype,
-)
 from common.extras.devices import gpu_shortage
 
 import pytest
 import torch
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+from fast_loader import (
+    BatchGatheringDataset,
+    DistributedBatchSampler,
+    fast_batch_loader,
+    index_dtype,
+)
 
 
 @pytest.mark.parametrize("num_samples, replicas, batch", [
@@ -61,7 +67,7 @@ def test_index_dtype_switches_to_int64_past_int32():
 
 
 def test_fast_batch_loader_gives_the_tutorials_loader_batches():
-    """a08 --fast-batches against a08's own loader, in a process group of one."""
+    """The benchmark's loader against a08's own, in a process group of one."""
     import torch.distributed as dist
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:

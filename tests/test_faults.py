@@ -665,7 +665,7 @@ def test_a08_worker_lost_on_one_of_two_machines_three_times(tmp_path):
         folder.mkdir()
         snapshot = folder / "snap.pt"
         launches = two_machines(folder, "--snapshot", str(snapshot), "--epochs", "12",
-                                "--num-samples", "400", "--log-every", "1000")
+                                "--num-samples", "400")
         wait_for_file(snapshot, launches)
         workers = child_pids(launches[1].pid)
         assert len(workers) == 1
@@ -697,7 +697,7 @@ def test_a08_sigterm_stops_at_once_keeps_the_snapshot_and_resumes(tmp_path):
     import torch
     snapshot = tmp_path / "snap.pt"
     command = torchrun_command(2, "--snapshot", str(snapshot), "--epochs", "100000",
-                               "--num-samples", "400", "--log-every", "1000")
+                               "--num-samples", "400")
     launcher = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=clean_env() | {"OMP_NUM_THREADS": "1"})  # no warning
@@ -730,8 +730,8 @@ def test_a08_sigterm_stops_at_once_keeps_the_snapshot_and_resumes(tmp_path):
 def test_ctrl_c_stops_a08_spawn_with_one_line(tmp_path):
     """A terminal's Ctrl-C reaches the parent and every worker of --spawn: one line, not three."""
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--spawn", "2", "--epochs", "100000",
-         "--log-every", "1000"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--spawn", "2", "--epochs", "100000"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=clean_env(), start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in process.stdout:

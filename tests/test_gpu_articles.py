@@ -249,7 +249,9 @@ def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
     line, and no row or column is labelled bfloat16."""
     as_on_a_mac(monkeypatch, "2.5")
     trained = []
-    mixed_precision(torch.device("mps"), lambda amp: trained.append(amp) or ([0.5], 1.0))
+    monkeypatch.setattr(gpu_guides, "train_in_precision",
+                        lambda amp, args, device: trained.append(amp) or ([0.5], 1.0))
+    mixed_precision(torch.device("mps"), None)
     out = capsys.readouterr().out
     assert trained == [None]
     assert ("bfloat16: left out: bfloat16 autocast on mps with torch "

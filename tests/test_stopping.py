@@ -16,7 +16,7 @@ from test_faults import child_pids, processes_mentioning, wait_for_file
 
 STOPPED_LINE = ("Stopped (SIGTERM, e.g. a preempted job): files already written are whole; "
                 "with --snapshot, the same command resumes from the last epoch.")
-LONG_RUN = ("--epochs", "100000", "--log-every", "1000", "--num-samples", "400")
+LONG_RUN = ("--epochs", "100000", "--num-samples", "400")
 
 pytestmark = [pytest.mark.stress, needs_proc]
 
@@ -44,8 +44,7 @@ def resumes(folder: Path, snapshot: Path) -> None:
     """The next run on the snapshot is not refused (no lock held) and goes on from it."""
     completed = torch.load(snapshot, weights_only=True)["epochs_completed"]
     rerun = subprocess.run([sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--snapshot",
-                            str(snapshot), "--epochs", str(completed + 1), "--num-samples", "400",
-                            "--log-every", "1000"],
+                            str(snapshot), "--epochs", str(completed + 1), "--num-samples", "400"],
                            cwd=folder, capture_output=True, text=True, timeout=120,
                            env=clean_env())
     assert rerun.returncode == 0, rerun.stderr

@@ -247,7 +247,7 @@ def test_a08_fewer_epochs_than_done_trains_nothing_and_says_so(tmp_path, capsys)
 def test_a08_second_run_on_a_live_snapshot_stops_at_start(tmp_path, capsys):
     snapshot = tmp_path / "snap.pt"
     first = subprocess.Popen([sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--snapshot",
-                              str(snapshot), "--epochs", "100000", "--log-every", "1000"],
+                              str(snapshot), "--epochs", "100000"],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=clean_env())
     try:

@@ -19,54 +19,43 @@ those above it in this table:
 | old_torch | what torch before 2.4 (an Intel Mac's 2.2.2) and later releases differ in |
 | devices | a07's ``--device`` and its section 9.1 on a CPU-only machine; a08's device per process |
 | checkpoint | atomic saving and one-line errors around a06's torch.save / torch.load |
-| data | the batch-size rule, noisy copies for many processes, ``--fast-batches`` |
+| data | the batch-size rule, noisy copies for many processes |
 | rendezvous | a08's store, ``--spawn``, start-up errors, leaving the process group |
-| ddp_flags | a08's flags, checked with torchrun's variables before any process group exists |
 | reporting | a08's process names, training time and global accuracy |
-| snapshots | a08's ``--snapshot``: resume, and save after every epoch |
+| snapshots | a08's ``--snapshot`` (resume, save after every epoch), and its ``TrainingRecord`` |
 | matmul_benchmark | Exercise A.4 (a07 ``--benchmark``), with the lower precisions |
 | precision | ``--amp`` (autocast), activation memory, gradient checkpointing |
 | gpu_guides | a07 ``--gpu-guides``: the two GPU articles, run and measured |
 | plotting | a05, a07 and a08 ``--plot`` |
+| flags | a07's and a08's flags, built and checked in one call each |
 | walkthrough | ``python -m common.extras.walkthrough``: every script in order |
 """
 
 from common.extras.checkpoint import atomic_path, check_writable, explain_checkpoint_errors
 from common.extras.cli import add_training_flags, heading, make_parser, run
-from common.extras.data import check_batch_fits, enlarge_for_processes, fast_batch_loader
-from common.extras.ddp_flags import add_ddp_flags, check_ddp_flags
-from common.extras.devices import (
-    add_device_flag,
-    device_for_process,
-    device_to_show,
-    explain_cpu_only,
-    mps_digits_note,
-    rosetta_note,
-)
+from common.extras.data import check_batch_fits, enlarge_for_processes
+from common.extras.devices import rosetta_note, show_device
 from common.extras.errors import require_finite_loss
-from common.extras.gpu_guides import add_gpu_guides_flag, run_gpu_articles
+from common.extras.flags import parse_a07_flags, parse_a08_flags
+from common.extras.gpu_guides import run_gpu_articles
 from common.extras.launcher import Launch
-from common.extras.matmul_benchmark import add_benchmark_flags, exercise_a4
-from common.extras.old_torch import device_id
+from common.extras.matmul_benchmark import exercise_a4
 from common.extras.plotting import add_plot_flag, plot_training
-from common.extras.precision import add_amp_flag, autocast, check_amp
+from common.extras.precision import autocast
 from common.extras.rendezvous import (
     DDP_ENDING,
     free_model_and_wait_for_gloo,
+    process_group_options,
     spawn,
-    store_for_this_attempt,
 )
-from common.extras.reporting import TrainingClock, describe_run, process_name, report_summary
-from common.extras.snapshots import Snapshot
+from common.extras.reporting import process_name, report_summary
+from common.extras.snapshots import TrainingRecord
 
 __all__ = [
-    "DDP_ENDING", "Launch", "Snapshot", "TrainingClock", "add_amp_flag", "add_benchmark_flags",
-    "add_ddp_flags", "add_device_flag", "add_gpu_guides_flag", "add_plot_flag",
-    "add_training_flags", "atomic_path", "autocast", "check_amp", "check_batch_fits",
-    "check_ddp_flags", "check_writable", "describe_run", "device_for_process", "device_id",
-    "device_to_show", "enlarge_for_processes", "exercise_a4", "explain_checkpoint_errors",
-    "explain_cpu_only", "fast_batch_loader", "free_model_and_wait_for_gloo", "heading",
-    "make_parser", "mps_digits_note", "plot_training", "process_name", "report_summary",
-    "require_finite_loss", "rosetta_note", "run", "run_gpu_articles", "spawn",
-    "store_for_this_attempt",
+    "DDP_ENDING", "Launch", "TrainingRecord", "add_plot_flag", "add_training_flags",
+    "atomic_path", "autocast", "check_batch_fits", "check_writable", "enlarge_for_processes",
+    "exercise_a4", "explain_checkpoint_errors", "free_model_and_wait_for_gloo", "heading",
+    "make_parser", "parse_a07_flags", "parse_a08_flags", "plot_training",
+    "process_group_options", "process_name", "report_summary", "require_finite_loss",
+    "rosetta_note", "run", "run_gpu_articles", "show_device", "spawn",
 ]

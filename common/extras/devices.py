@@ -48,6 +48,20 @@ def device_to_show(device: torch.device | None) -> torch.device:
     return device or torch.device(current_accelerator() or "cpu")
 
 
+def show_device(device: torch.device | None) -> torch.device:
+    """a07's section 9.1: the device to show (--device, else the accelerator, else the CPU),
+    named in one line; on the CPU, what the GPU lines would print; on MPS, that its digits
+    differ from the text's."""
+    device = device_to_show(device)
+    if device.type == "cpu":
+        explain_cpu_only(device)
+    else:
+        print(f"Training device: {device}")
+        if note := mps_digits_note(device):
+            print(note)
+    return device
+
+
 def explain_cpu_only(device: torch.device) -> None:
     """What a07's section 9.1 prints where its GPU lines cannot run: what they would show."""
     reason = "--device cpu" if current_accelerator() else "no accelerator found"

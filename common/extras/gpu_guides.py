@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from collections.abc import Callable
 
 from common.extras.cli import heading
 from common.extras.precision import (
     Blocks,
     amp_problem,
     checkpointed_gradients_match,
-    train_float16_with_scaler,
+    train_in_precision,
     training_step_memory,
 )
 from common.gpu_articles import (
@@ -36,12 +35,11 @@ def add_gpu_guides_flag(parser: argparse.ArgumentParser) -> None:
                              "corrected, on the same device (default: off)")
 
 
-def run_gpu_articles(device: torch.device,
-                     train: Callable[[str | None], tuple[list[float], float]]) -> None:
-    """``train(amp)``: a07's section 9.2 training with --amp ``amp``: (losses, accuracy)."""
+def run_gpu_articles(device: torch.device, args: argparse.Namespace) -> None:
+    """Every part, on a07's device; ``args``: a07's flags (section 9.2's training knobs)."""
     device_basics(device)
     data_parallel(device)
-    mixed_precision(device, train)
+    mixed_precision(device, args)
     with warnings.catch_warnings():  # torch 2.4's checkpoint uses its own deprecated autocast
         warnings.filterwarnings("ignore", message=r".*torch\.cpu\.amp\.autocast",
                                 category=FutureWarning)
@@ -112,14 +110,13 @@ def data_parallel(device: torch.device) -> None:
           "(DDP over a gloo process group, as a08 runs on CPUs, is the current form)")
 
 
-def mixed_precision(device: torch.device,
-                    train: Callable[[str | None], tuple[list[float], float]]) -> None:
+def mixed_precision(device: torch.device, args: argparse.Namespace) -> None:
     heading("GPU guide: mixed precision (section 9.2's model under torch.autocast)")
-    results = {"float32": train(None)}
+    results = {"float32": train_in_precision(None, args, device)}
     if not left_out("bfloat16", device):
-        results["bfloat16"] = train("bf16")
+        results["bfloat16"] = train_in_precision("bf16", args, device)
     if device.type == "cuda" and not left_out("float16", device):
-        results["float16"] = train_float16_with_scaler(seed=123, epochs=3, device=device)
+        results["float16"] = train_in_precision("fp16", args, device)
     for name, (losses, accuracy) in results.items():
         print(f"{name:>8}: losses {', '.join(f'{loss:.2f}' for loss in losses)}; "
               f"training accuracy {accuracy}")

@@ -61,7 +61,7 @@ def autocast(device: torch.device, amp: str | None) -> contextlib.AbstractContex
     --amp. (``torch.cuda.amp.autocast``, which the GPU guide names, is deprecated for this.)
     a07 and a08 keep the tutorial's own backward and step lines, so --amp fp16 trains without
     a GradScaler: this small model's gradients stay far inside float16's range. The GPU guide's
-    part on mixed precision shows the scaler (``train_float16_with_scaler``)."""
+    part on mixed precision shows the scaler (``train_in_precision``)."""
     if amp is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[amp])
@@ -135,26 +135,31 @@ def checkpointed_gradients_match(model: Blocks, device: torch.device) -> bool:
     return all(torch.equal(a, b) for a, b in zip(*grads, strict=True))
 
 
-def train_float16_with_scaler(seed: int, epochs: int,
-                              device: torch.device) -> tuple[list[float], float]:
-    """The GPU guide's float16 recipe on section 9.2's model and data (CUDA): autocast, and
+def train_in_precision(amp: str | None, args: Any,
+                       device: torch.device) -> tuple[list[float], float]:
+    """The GPU guide's mixed precision on section 9.2's model, data and loop (a07's flags in
+    ``args``): autocast in ``amp`` (None: float32, as a07), and for float16 the guide's
     ``torch.amp.GradScaler``, which multiplies the loss before backward so that small float16
-    gradients do not round to zero, and divides them again before the step."""
-    train_loader, _ = toy_loaders()
-    torch.manual_seed(seed)
+    gradients do not round to zero, and divides them again before the step. (losses, training
+    accuracy)."""
+    train_loader, _ = toy_loaders(args.batch_size)
+    torch.manual_seed(args.seed)
     model = NeuralNetwork(2, 2).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    scaler = torch.amp.GradScaler(device.type)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
     losses = []
-    for _ in range(epochs):
+    for _ in range(args.epochs):
         model.train()
         for features, labels in train_loader:
             features, labels = features.to(device), labels.to(device)
-            with torch.autocast(device_type=device.type, dtype=torch.float16):
+            with autocast(device, amp):
                 loss = nn.functional.cross_entropy(model(features), labels)
             optimizer.zero_grad()
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
+            (scaler.scale(loss) if scaler else loss).backward()
+            if scaler:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             losses.append(loss.item())
     return losses, compute_accuracy(model, train_loader, device)

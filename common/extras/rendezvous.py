@@ -17,9 +17,20 @@ from datetime import timedelta
 
 from common.extras.cli import Ending, run
 from common.extras.launcher import Launch, launch_for_messages
-from common.extras.old_torch import store_uses_libuv
+from common.extras.old_torch import device_id, store_uses_libuv
 
+import torch
 import torch.distributed as dist
+
+
+def process_group_options(device: torch.device, launch: Launch,
+                          timeout: timedelta) -> dict:
+    """What a08 gives ``init_process_group`` beyond the text's backend, rank and world size:
+    --timeout, after which a lost peer ends the run instead of a hang; the store of this
+    attempt (below); and on CUDA the GPU, which NCCL then knows up front (torch 2.8 to 2.14
+    warn otherwise)."""
+    return {"timeout": timeout, "store": store_for_this_attempt(launch, timeout),
+            **device_id(device)}
 
 
 def store_for_this_attempt(launch: Launch, timeout: timedelta) -> dist.Store:

@@ -4,6 +4,7 @@ says of the run, the training time, and the accuracy over all processes."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from common import compute_accuracy
 
@@ -45,23 +46,20 @@ class TrainingClock:
         return self.seconds
 
 
-def report_summary(seconds: float, batches: int, batch_size: int, model: torch.nn.Module,
-                   train_loader: DataLoader, test_loader: DataLoader,
-                   device: torch.device) -> None:
-    """Rank 0's last lines, once every process has printed its own: the training time and
-    throughput over all processes (``batches`` of ``batch_size`` trained in each), then the
-    accuracy over all processes on the training and the test set, every example counted
-    exactly once (in the tutorial, DistributedSampler pads each process's slice and every
-    process scores the whole test set on its own), then whether all processes ended with the
-    same parameters."""
-    counts = [count_correct_globally(unwrap(model), loader.dataset, device)
-              for loader in (train_loader, test_loader)]  # collectives: all have printed
-    same = parameters_identical_everywhere(model)
+def report_summary(trained: Any, batch_size: int) -> None:
+    """Rank 0's last lines, once every process has printed its own (``trained``: a08's
+    ``Trained``): the training time and throughput over all processes, then the accuracy over
+    all processes on the training and the test set, every example counted exactly once (in
+    the tutorial, DistributedSampler pads each process's slice and every process scores the
+    whole test set on its own), then whether all processes ended with the same parameters."""
+    counts = [count_correct_globally(unwrap(trained.model), loader.dataset, trained.device)
+              for loader in (trained.train_loader, trained.test_loader)]  # all have printed
+    same = parameters_identical_everywhere(trained.model)
     if dist.get_rank() != 0:
         return
-    samples = batches * batch_size * dist.get_world_size()
-    print(f"Training time: {seconds:.3f} s for {samples} samples, "
-          f"{samples / seconds:.0f} samples/s over all processes (start-up excluded)")
+    samples = len(trained.losses) * batch_size * dist.get_world_size()
+    print(f"Training time: {trained.seconds:.3f} s for {samples} samples, "
+          f"{samples / trained.seconds:.0f} samples/s over all processes (start-up excluded)")
     for name, (correct, total) in zip(("training", "test"), counts, strict=True):
         print(f"Global {name} accuracy over all {dist.get_world_size()} processes: "
               f"{correct / total} ({correct} of {total} examples)")

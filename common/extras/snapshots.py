@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import weakref
+from collections.abc import Iterator
 from typing import IO, Any
 
 from common.extras.checkpoint import CheckpointError, atomic_path, safe_load
-from common.extras.reporting import process_name, unwrap
+from common.extras.errors import require_finite_loss
+from common.extras.reporting import TrainingClock, describe_run, process_name, unwrap
 
 import torch
 import torch.distributed as dist
@@ -22,6 +24,34 @@ try:
     import fcntl
 except ImportError:  # Windows: no lock, the rest works
     fcntl = None
+
+
+class TrainingRecord:
+    """What a08 adds around section 7's loop, made right before training in every process
+    (it is collective): rank 0 says how many processes train where; the run resumes from
+    --snapshot; the clock of all processes starts. ``epochs`` gives the epochs left, saving the
+    snapshot after each; ``keep`` keeps each loss (for --plot and the summary) and stops a
+    diverged run, which saves nothing."""
+
+    def __init__(self, args: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 device: torch.device) -> None:
+        describe_run(device)
+        settings = {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
+                    "--num-samples": args.num_samples}  # what a resumed run must share
+        self.snapshot = Snapshot(args.snapshot, model, optimizer, settings, args.epochs)
+        self.losses: list[float] = []
+        self.seconds: float | None = None
+        self.clock = TrainingClock()
+
+    def epochs(self, num_epochs: int) -> Iterator[int]:
+        for epoch in range(self.snapshot.first_epoch, num_epochs):
+            yield epoch
+            self.snapshot.save(epochs_completed=epoch + 1)
+        self.seconds = self.clock.stop()
+
+    def keep(self, loss: torch.Tensor) -> None:
+        self.losses.append(loss.item())
+        require_finite_loss(self.losses[-1])
 
 
 class Snapshot:

@@ -101,8 +101,7 @@ MUTATIONS = [
     Mutation("a07_gpu_single.py", "with extras.autocast(device, amp):  # EXTRA: --amp, mixed "
              "precision", "if True:"),
     # section 9.3: DDP
-    Mutation("a08_ddp_torchrun.py", "rank, world_size = launch.rank, launch.world_size  # EXTRA:"
-             " the global RANK, not LOCAL_RANK",
+    Mutation("a08_ddp_torchrun.py", "rank, world_size = launch.rank, launch.world_size",
              "rank, world_size = launch.local_rank, launch.world_size"),
     Mutation("a08_ddp_torchrun.py", "if rank == 0:  # NEW: print once, not once per process",
              "if True:"),

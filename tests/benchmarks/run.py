@@ -3,8 +3,9 @@
     python tests/benchmarks/run.py [--markdown benchmarks.md] [--repeats 5]
 
 1. Walkthrough: each script's wall time beside a bare `python -c "import torch"`.
-2. DDP scaling: a08 under torchrun with N = 1, 2, 4 CPU processes (and one per GPU where there
-   are GPUs) against a08's loop in one plain process without DDP, over per-process batch sizes.
+2. DDP scaling: a08's loop under torchrun with N = 1, 2, 4 CPU processes (and one per GPU where
+   there are GPUs) against the same loop in one plain process without DDP, over per-process
+   batch sizes (training_loop.py).
 3. Exercise A.4: a07's matrix-multiplication table.
 """
 
@@ -93,9 +94,9 @@ def ddp_runs(device: str, batch: int, num_samples: int, epochs: int, counts: lis
     """(row name, processes, measure returning samples/s) for one device and batch size."""
     def flags(samples: int) -> list[str]:
         return ["--num-samples", str(samples), "--batch-size", str(batch), "--epochs",
-                str(epochs), "--log-every", "1000000000", "--device", device, *loader_flags]
+                str(epochs), "--device", device, *loader_flags]
     one_thread = clean_env(OMP_NUM_THREADS="1")  # as torchrun gives each worker
-    plain = [sys.executable, str(ROOT / "tests/benchmarks/plain_loop.py")]
+    plain = [sys.executable, str(ROOT / "tests/benchmarks/training_loop.py")]
     runs = [("plain, 1 thread", 1, partial(throughput, plain + flags(num_samples), one_thread))]
     if device == "cpu":
         cores = os.cpu_count() or 1  # what a plain run gets by default: a thread on every core
@@ -104,7 +105,7 @@ def ddp_runs(device: str, batch: int, num_samples: int, epochs: int, counts: lis
         runs.append(("2 plain processes side by side", 2, partial(
             side_by_side, plain + flags(num_samples // 2), one_thread)))
     for n in counts:
-        torchrun = torchrun_command(n, str(ROOT / "a08_ddp_torchrun.py"))
+        torchrun = torchrun_command(n, str(ROOT / "tests/benchmarks/training_loop.py"))
         runs.append((f"DDP, N={n}", n, partial(throughput, torchrun + flags(num_samples),
                                                one_thread)))
     return runs
@@ -177,11 +178,11 @@ def main() -> None:
     parser.add_argument("--only", choices=("walkthrough", "ddp", "a4"), default=None,
                         help="run one part only")
     parser.add_argument("--tutorial-loader", action="store_true",
-                        help="DDP sweep with the tutorial's loader (a08's default) instead of "
-                             "a08 --fast-batches")
+                        help="DDP sweep with the tutorial's loader (a08's) instead of the "
+                             "benchmark's (fast_loader.py)")
     args = parser.parse_args()
-    loader_flags = [] if args.tutorial_loader else ["--fast-batches"]
-    loader = "the tutorial's loader" if args.tutorial_loader else "--fast-batches"
+    loader_flags = ["--tutorial-loader"] if args.tutorial_loader else []
+    loader = "the tutorial's loader" if args.tutorial_loader else "the benchmark's loader"
 
     parts = [f"Machine: {machine()}"]
     if args.only in (None, "walkthrough"):

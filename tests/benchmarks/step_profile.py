@@ -26,7 +26,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from common import NeuralNetwork
-from common.extras import DDP_ENDING, free_model_and_wait_for_gloo, run, store_for_this_attempt
+from common.extras import DDP_ENDING, free_model_and_wait_for_gloo, run
+from common.extras.rendezvous import store_for_this_attempt
 
 import a08_ddp_torchrun as a08
 

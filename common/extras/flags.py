@@ -1,6 +1,6 @@
-"""a08's flags beyond the tutorial's training knobs, and the checks that need them together
-with torchrun's variables: all made before any process group exists, so a bad flag or a bad
-variable never leaves the run waiting for its peers."""
+"""The flags of a07 and a08 beyond the tutorial's training knobs, built and checked in one call
+each. a08's checks need torchrun's variables too, and all are made before any process group
+exists, so a bad flag or a bad variable never leaves the run waiting for its peers."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ import os
 import warnings
 from datetime import timedelta
 
+from common import toy_data
 from common.extras.checkpoint import check_writable
-from common.extras.cli import positive_float, positive_int
-from common.extras.data import gives_full_batches, samples_needed
+from common.extras.cli import add_training_flags, make_parser, positive_float, positive_int
+from common.extras.data import check_batch_fits, gives_full_batches, samples_needed
+from common.extras.devices import add_device_flag, device_for_process, device_to_show
+from common.extras.gpu_guides import add_gpu_guides_flag
 from common.extras.launcher import (
     Launch,
     is_spawned_worker,
@@ -19,6 +22,9 @@ from common.extras.launcher import (
     spawn_launch,
     started_by_torchrun,
 )
+from common.extras.matmul_benchmark import add_benchmark_flags
+from common.extras.plotting import add_plot_flag
+from common.extras.precision import add_amp_flag, check_amp
 
 import torch
 
@@ -27,6 +33,32 @@ def seconds(text: str) -> timedelta:
     """argparse type: a number of seconds > 0 that torch's stores can wait (it counts in
     milliseconds in a C int: about 24 days at most), as a timedelta."""
     return timedelta(seconds=positive_float(text, maximum=2_000_000))
+
+
+def parse_a07_flags(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    """a07's flags: the tutorial's knobs, --plot, --device, --benchmark and --sizes (Exercise
+    A.4), --amp and --gpu-guides, with the checks no single flag's type can make."""
+    parser = make_parser(doc)
+    for add in (add_training_flags, add_plot_flag, add_device_flag, add_benchmark_flags,
+                add_amp_flag, add_gpu_guides_flag):
+        add(parser)
+    args = parser.parse_args(argv)
+    check_batch_fits(parser, args.batch_size, len(toy_data()[1]))
+    check_amp(parser, args.amp, device_to_show(args.device).type)
+    return args
+
+
+def parse_a08_flags(doc: str, argv: list[str] | None
+                    ) -> tuple[argparse.Namespace, Launch, torch.device]:
+    """a08's flags, and this process's place and device: (args, launch, device)."""
+    parser = make_parser(doc)
+    for add in (add_training_flags, add_plot_flag, add_ddp_flags, add_amp_flag):
+        add(parser)
+    args = parser.parse_args(argv)
+    launch = check_ddp_flags(parser, args)
+    device = device_for_process(parser, args.device, launch)
+    check_amp(parser, args.amp, device.type)
+    return args, launch, device
 
 
 def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
@@ -40,9 +72,6 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=seconds, default="120",
                         help="seconds to wait for the other processes in any collective "
                              "before giving up (default: %(default)s)")
-    parser.add_argument("--log-every", type=positive_int, default=1, metavar="K",
-                        help="print the loss of every K-th batch of an epoch "
-                             "(default: %(default)s, every batch, as in the tutorial)")
     parser.add_argument("--snapshot", metavar="PATH", default=None,
                         help="save training state here after every epoch, and resume from it "
                              "if it exists (default: no snapshots)")
@@ -50,10 +79,6 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
                         help="start N processes on this machine without torchrun, with "
                              "torch.multiprocessing.spawn, meeting at a free port of this machine "
                              "without libuv (works on Windows) (default: off)")
-    parser.add_argument("--fast-batches", action="store_true",
-                        help="fetch each batch with one indexing operation instead of example "
-                             "by example: the same batches in the same order, faster for large "
-                             "data sets (default: off, the tutorial's loader)")
 
 
 def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Launch:
