@@ -9,9 +9,11 @@ import os
 import platform
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,11 +64,81 @@ def clean_env(accelerators: bool = False) -> dict:
     return env if accelerators else with_shims(env, "cpu_only")
 
 
-def rank_env(rank: int, port: int) -> dict:
-    """The variables torchrun would set for one of two processes on this machine."""
-    return clean_env() | {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-                          "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-                          "MASTER_PORT": str(port)}
+def rank_env(rank: int, port: int, world_size: int = 2, env: dict | None = None) -> dict:
+    """The variables torchrun would set for one of ``world_size`` processes on this machine,
+    added to ``env`` (default: clean_env())."""
+    return (clean_env() if env is None else env) | {
+        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port)}
+
+
+def machine_command(node: int, nproc: int, port: int, *args: str,
+                    max_restarts: int = 0) -> list[str]:
+    """torchrun on one of two simulated machines (--nnodes=2) meeting at 127.0.0.1:port."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}",
+            f"--nproc_per_node={nproc}", f"--max-restarts={max_restarts}",
+            "--master_addr=127.0.0.1", f"--master_port={port}",
+            str(ROOT / "a08_ddp_torchrun.py"), *args]
+
+
+def start_process(command: list[str], cwd: Path, env: dict | None = None,
+                  **popen: object) -> subprocess.Popen:
+    """``command`` running in ``cwd``, its output piped as text (unless ``popen`` says
+    otherwise), with SIGINT as in a terminal (a test run started in the background inherits it
+    ignored)."""
+    return subprocess.Popen(command, cwd=cwd, text=True, env=env or clean_env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen})
+
+
+def read_until(process: subprocess.Popen, starts: str) -> str:
+    """Read the process's output up to and including the first line containing ``starts``."""
+    for line in process.stdout:
+        if starts in line:
+            return line
+    raise AssertionError(f"no line with {starts!r}; exit status {process.wait()}")
+
+
+def wait_for_file(path: Path, launches: list[subprocess.Popen], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline and \
+            all(launch.poll() is None for launch in launches):
+        time.sleep(0.05)
+    assert path.exists(), f"no {path.name} within {timeout} s"
+
+
+def child_pids(pid: int) -> list[int]:
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+class CodeRunningPickle:
+    """Unpickled, it runs ``touch marker``: what a malicious checkpoint holds."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
 
 
 def free_ports(count: int) -> list[int]:

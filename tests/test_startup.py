@@ -19,10 +19,11 @@ from conftest import (
     copy_of_the_clone,
     needs_proc,
     needs_sigint,
+    processes_mentioning,
+    read_until,
     shim_env,
     with_shims,
 )
-from test_faults import processes_mentioning
 
 INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
 STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole."
@@ -147,9 +148,7 @@ def test_ctrl_c_during_the_walkthroughs_a08_is_one_line(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "common.extras.walkthrough"], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=clean_env(), start_new_session=True)
-    for line in process.stdout:
-        if line.startswith("##### torchrun"):
-            break
+    read_until(process, "##### torchrun")
     time.sleep(1)  # its workers load torch
     os.killpg(process.pid, signal.SIGINT)  # the terminal's foreground group: the walkthrough
     start = time.monotonic()

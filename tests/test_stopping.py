@@ -11,8 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, clean_env, needs_proc, needs_torchrun, torchrun_command, with_shims
-from test_faults import child_pids, processes_mentioning, wait_for_file
+from conftest import (
+    ROOT,
+    child_pids,
+    clean_env,
+    needs_proc,
+    needs_torchrun,
+    processes_mentioning,
+    torchrun_command,
+    wait_for_file,
+    with_shims,
+)
 
 STOPPED_LINE = ("Stopped (SIGTERM, e.g. a preempted job): files already written are whole; "
                 "with --snapshot, the same command resumes from the last epoch.")

@@ -22,8 +22,10 @@ from conftest import (
     needs_sigint,
     needs_torchrun,
     rank_env,
+    read_until,
     run_main,
     run_script,
+    start_process,
     torchrun_command,
 )
 
@@ -104,13 +106,9 @@ def test_a_diverged_run_stops_with_one_line(script, capsys):
 def a08_waiting_for_a_peer(tmp_path: Path) -> subprocess.Popen:
     """Process 0 of 2, whose peer never comes: it waits inside torch's C++ store code."""
     env = rank_env(0, free_port())
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--timeout", "120"], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    for line in process.stdout:
-        if line.startswith("Number of GPUs available"):
-            break
+    process = start_process([sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--timeout",
+                             "120"], tmp_path, env)
+    read_until(process, "Number of GPUs available")
     time.sleep(1)  # into the wait for the peer
     return process
 
