@@ -73,6 +73,13 @@ def rank_env(rank: int, port: int, world_size: int = 2, env: dict | None = None)
         "MASTER_PORT": str(port)}
 
 
+def as_torchrun_process(monkeypatch, rank: int, port: int, world_size: int = 2) -> None:
+    """In this process, for one test: the variables rank_env() names (run_main then runs a08
+    as that process of ``world_size``)."""
+    for name, value in rank_env(rank, port, world_size, env={}).items():
+        monkeypatch.setenv(name, value)
+
+
 def machine_command(node: int, nproc: int, port: int, *args: str,
                     max_restarts: int = 0) -> list[str]:
     """torchrun on one of two simulated machines (--nnodes=2) meeting at 127.0.0.1:port."""
@@ -106,6 +113,14 @@ def wait_for_file(path: Path, launches: list[subprocess.Popen], timeout: float =
             all(launch.poll() is None for launch in launches):
         time.sleep(0.05)
     assert path.exists(), f"no {path.name} within {timeout} s"
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting to be reaped (Linux: /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def child_pids(pid: int) -> list[int]:

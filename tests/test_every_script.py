@@ -98,7 +98,7 @@ def test_walkthrough_on_windows_runs_a08_with_spawn(monkeypatch):
 def test_walkthrough_piped_into_head_ends_quietly(tmp_path):
     """`python -m common.extras.walkthrough | head`: the reader stops early. Before: a traceback
     from the thread passing the script's output on, another from the walkthrough."""
-    (tmp_path / "talky.py").write_text("for i in range(100_000):\n    print(i)\n")
+    (tmp_path / "talky.py").write_text("for i in range(30_000):\n    print(i)\n")  # > a pipe
     program = ("import sys\nfrom pathlib import Path\nfrom common.extras import walkthrough\n"
                f"walkthrough.ROOT = Path({str(tmp_path)!r})\n"
                "walkthrough.STEPS = [('talky.py', None, []), ('talky.py', None, [])]\n"

@@ -25,6 +25,8 @@ from conftest import (
     ROOT,
     TORCH_LOG,
     CodeRunningPickle,
+    alive,
+    as_torchrun_process,
     child_pids,
     clean_env,
     copy_of_the_clone,
@@ -81,13 +83,13 @@ def test_bad_flag_from_the_command_line_has_no_traceback(workdir):
     assert result.stdout == ""
 
 
-def test_a08_num_samples_smaller_than_world_size(workdir):
+def test_a08_num_samples_smaller_than_world_size(monkeypatch, capsys):
     """Checked before any process group starts, from torchrun's variables alone."""
-    env = rank_env(0, free_port(), world_size=4)
-    result = run_script("a08_ddp_torchrun.py", "--num-samples", "3", cwd=workdir, env=env)
-    assert result.returncode == 2
+    as_torchrun_process(monkeypatch, 0, free_port(), world_size=4)
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--num-samples", "3"], capsys)
+    assert code == 2
     assert ("argument --num-samples: 3 examples leave some of the 4 processes without a full "
-            "batch of 2; use at least 8") in result.stderr
+            "batch of 2; use at least 8") in err
 
 
 def make_bad_checkpoints(folder: Path) -> dict[str, str]:
@@ -179,16 +181,12 @@ def test_a06_names_a_model_saved_on_a_gpu(tmp_path, monkeypatch, capsys):
         f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the CPU"]
 
 
-@pytest.mark.parametrize(("edit", "error"), [
-    # a keyword mistyped in the line the learner is reading
-    ("torch.load(path, weights_only=True)))",
-     "torch.load(path, weights_only=True), strictt=True))"),
-    # a name mistyped
-    ("print(model.load_state_dict(", "print(modle.load_state_dict("),
-])
-def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(edit, error, tmp_path):
-    """The file is fine; the learner's edit of a06's load line is wrong. Before: 'holds no
-    model state_dict' for the first, 'not a PyTorch checkpoint (NameError)' for the second."""
+def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(tmp_path):
+    """The file is fine; the learner's edit of a06's load line is wrong (a keyword mistyped).
+    Before: 'holds no model state_dict', a bad checkpoint blamed for the learner's line (a
+    mistyped name was 'not a PyTorch checkpoint (NameError)')."""
+    edit = "torch.load(path, weights_only=True)))"
+    error = "torch.load(path, weights_only=True), strictt=True))"
     clone = copy_of_the_clone(tmp_path, "a05_training_loop.py", "a06_save_load.py")
     script = clone / "a06_save_load.py"
     assert edit in script.read_text()
@@ -199,7 +197,7 @@ def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(edit, error, 
     assert result.returncode == 1
     assert result.stderr.startswith("Traceback (most recent call last):"), result.stderr
     assert "a06_save_load.py" in result.stderr
-    assert result.stderr.splitlines()[-1].startswith(("TypeError:", "NameError:"))
+    assert result.stderr.splitlines()[-1].startswith("TypeError:")
     assert "error: " not in result.stderr
 
 
@@ -411,7 +409,8 @@ def test_a08_recovers_from_a_killed_worker_three_times(tmp_path):
 @needs_torchrun
 @needs_proc
 def test_a08_hung_peer_ends_within_the_timeout(tmp_path):
-    """SIGSTOP one worker: the other gives up after --timeout instead of waiting forever."""
+    """SIGSTOP one worker: the other gives up after --timeout instead of waiting forever.
+    (The stopped one is then killed here: torchrun would wait 30 s more for it to obey.)"""
     command = torchrun_command(2, "--epochs", "100000", "--timeout", "5")
     launcher = start_process(command, tmp_path)
     read_until(launcher, "Epoch:")
@@ -419,23 +418,26 @@ def test_a08_hung_peer_ends_within_the_timeout(tmp_path):
     os.kill(workers[-1], signal.SIGSTOP)
     start = time.monotonic()
     try:
-        launcher.communicate(timeout=120)
+        while alive(workers[0]) and time.monotonic() - start < 90:
+            time.sleep(0.1)
+        gave_up = time.monotonic() - start
     finally:
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+    launcher.communicate(timeout=120)
     assert launcher.returncode != 0
-    assert time.monotonic() - start < 90
+    assert gave_up < 60
 
 
-def test_a08_unreachable_master_is_one_line(tmp_path):
+def test_a08_unreachable_master_is_one_line(monkeypatch, capsys):
     """Process 1 of 2, and nobody listens at MASTER_ADDR:MASTER_PORT."""
     port = free_port()
     start = time.monotonic()
-    result = run_script("a08_ddp_torchrun.py", "--timeout", "1", cwd=tmp_path,
-                        env=rank_env(1, port))
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [
+    as_torchrun_process(monkeypatch, 1, port)
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--timeout", "1"], capsys)
+    assert code == 1
+    assert err.splitlines() == [
         f"error: process 1 could not join the process group at 127.0.0.1:{port} "
         f"(MASTER_ADDR:MASTER_PORT) within --timeout: check that the first machine's torchrun "
         f"runs, the address and port, that no firewall blocks the port, and on several "
@@ -443,15 +445,15 @@ def test_a08_unreachable_master_is_one_line(tmp_path):
     assert time.monotonic() - start < 60
 
 
-def test_a08_port_in_use_is_one_line(tmp_path):
+def test_a08_port_in_use_is_one_line(monkeypatch, capsys):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run_script("a08_ddp_torchrun.py", "--timeout", "3", cwd=tmp_path,
-                            env=rank_env(0, port))
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [
+        as_torchrun_process(monkeypatch, 0, port)
+        code, _, err = run_main("a08_ddp_torchrun.py", ["--timeout", "3"], capsys)
+    assert code == 1
+    assert err.splitlines() == [
         f"error: process 0: the port of 127.0.0.1:{port} (MASTER_ADDR:MASTER_PORT) is already "
         f"in use (another run?); choose a free one with torchrun --master_port=PORT, or use "
         f"torchrun --standalone"]
@@ -551,11 +553,11 @@ def test_a08_on_windows_trains_on_the_cpu_beside_gpus(gpus, monkeypatch, capsys)
         f"argument --device cuda: {reason}")
 
 
-def test_a08_spawn_under_torchrun_is_a_usage_error(workdir):
-    env = rank_env(0, free_port())
-    result = run_script("a08_ddp_torchrun.py", "--spawn", "2", cwd=workdir, env=env)
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
+def test_a08_spawn_under_torchrun_is_a_usage_error(monkeypatch, capsys):
+    as_torchrun_process(monkeypatch, 0, free_port())
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--spawn", "2"], capsys)
+    assert code == 2
+    assert err.splitlines()[-1] == (
         "a08_ddp_torchrun.py: error: argument --spawn: torchrun already started the "
         "processes; use one or the other")
 

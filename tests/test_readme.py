@@ -25,6 +25,8 @@ NOT_RUN_HERE = {
     "python a06_save_load.py --load PATH": "PATH is yours; tests/test_faults.py runs it",
     "sudo apt install python3-venv": "changes the system; Debian and Ubuntu only",
     "%pip install -q .": "a notebook's own pip; in a terminal, `pip install .` (run)",
+    "python -m pytest": "the README's test command: .ci/run runs it in a fresh clone (in the "
+                        "fresh-clone test it would run the whole suite inside itself)",
 }
 PROMPTS = ("python ", "torchrun ", "pip ", "source ", "diff ", "sbatch ", "sudo ",
            "OMP_NUM_THREADS=", "%pip ")

@@ -13,6 +13,7 @@ import torch
 
 from conftest import (
     ROOT,
+    alive,
     child_pids,
     clean_env,
     needs_proc,
@@ -28,14 +29,6 @@ STOPPED_LINE = ("Stopped (SIGTERM, e.g. a preempted job): files already written 
 LONG_RUN = ("--epochs", "100000", "--num-samples", "400")
 
 pytestmark = [pytest.mark.stress, needs_proc]
-
-
-def alive(pid: int) -> bool:
-    """Running, and not a zombie waiting to be reaped."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def start_spawn(folder: Path, snapshot: Path) -> tuple[subprocess.Popen, Path]:

@@ -17,6 +17,7 @@ import torch
 
 from conftest import (
     ROOT,
+    as_torchrun_process,
     clean_env,
     free_port,
     needs_sigint,
@@ -169,12 +170,12 @@ def test_a08_bad_launch_variable_is_one_line_at_once(variables, message, capsys,
     assert "Epoch" not in out
 
 
-def test_a08_too_short_timeout_is_named_as_one(tmp_path):
-    result = run_script("a08_ddp_torchrun.py", "--timeout", "1", cwd=tmp_path,
-                        env=rank_env(0, free_port()))
-    assert result.returncode == 1
-    assert "waited --timeout for the other processes" in one_error_line(result.stderr)
-    assert "only 1 of 2 joined" in result.stderr and "firewall" not in result.stderr
+def test_a08_too_short_timeout_is_named_as_one(monkeypatch, capsys):
+    as_torchrun_process(monkeypatch, 0, free_port())
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--timeout", "1"], capsys)
+    assert code == 1
+    assert "waited --timeout for the other processes" in one_error_line(err)
+    assert "only 1 of 2 joined" in err and "firewall" not in err
 
 
 # 5. Honest resumes
