@@ -9,9 +9,9 @@ from pathlib import Path
 from conftest import ROOT
 
 COMMON = ROOT / "common"
-# issue 28 asks for 1,600; what is left above it is the signal handling and --spawn (see
-# tests/README.md)
-BUDGET = 2_420
+# 2,147 on 2026-11-25 (2,425 before the signal handling moved to common/ending.py and --spawn
+# to torch's own spawn); issue 28 aims at 1,600: what stands above it is features
+BUDGET = 2_150
 
 
 def module_name(path: Path) -> str:
