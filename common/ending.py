@@ -46,10 +46,15 @@ _said = threading.Lock()
 _stderr = 2  # the terminal's stderr, kept (a08 points descriptor 2 elsewhere while it waits)
 
 
+def started_by_a_script() -> bool:
+    """A process that multiprocessing started for a script (--spawn's workers, named
+    SpawnProcess-N by torch.multiprocessing; DataLoader's where it spawns)."""
+    return multiprocessing.current_process().name != "MainProcess"
+
+
 def speaks_for_the_run() -> bool:
     """Rank 0 under torchrun, or the one process: not a process that a script started."""
-    return (multiprocessing.current_process().name == "MainProcess"
-            and os.environ.get("RANK", "0") == "0")
+    return not started_by_a_script() and os.environ.get("RANK", "0") == "0"
 
 
 def say(signum: int) -> None:
@@ -79,7 +84,7 @@ def install() -> None:
     signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _wake_only)
-    launched = "RANK" in os.environ or multiprocessing.current_process().name != "MainProcess"
+    launched = "RANK" in os.environ or started_by_a_script()
     poll = POLL_SECONDS if launched and not _parent_death_signal() else None
     threading.Thread(target=_watch, args=(reader, writer, os.getppid(), poll), daemon=True,
                      name="ending").start()

@@ -6,12 +6,12 @@ No torch here: the walkthrough imports this before any script runs.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from common.ending import started_by_a_script
 from common.extras.errors import UserError
 
 
@@ -115,8 +115,8 @@ def started_by_torchrun(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def is_spawned_worker() -> bool:
-    """A process that a08 --spawn started (torch.multiprocessing names it SpawnProcess-N)."""
-    return multiprocessing.current_process().name != "MainProcess"
+    """A process that a08 --spawn started."""
+    return started_by_a_script()
 
 
 def torchrun_command(nproc: int | str, script: str, *args: str,
