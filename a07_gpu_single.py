@@ -2,8 +2,7 @@
 
 Section 7's loop with 9.2's three changes (NEW): a device, the model and each batch moved to it.
 
-Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark (Exercise A.4)]
-     python a07_gpu_single.py --gpu-guides   (the two GPU articles, corrected)
+Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark] [--gpu-guides]
 """
 
 import argparse
@@ -15,11 +14,6 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from a05_training_loop import Trained
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    # EXTRA: the text's knobs and ours (--device, --plot, --amp, --benchmark, --gpu-guides)
-    return extras.parse_a07_flags(__doc__, argv)
 
 
 def section_9_1_tensors_on_device(device: torch.device | None) -> None:
@@ -81,7 +75,7 @@ def train_tutorial_model(args: argparse.Namespace) -> Trained:
 
 
 def main() -> None:
-    args = parse_args()
+    args = extras.parse_a07_flags(__doc__)  # EXTRA: the text's knobs and ours, checked
     extras.heading("9.1 Computations on GPU devices")
     section_9_1_tensors_on_device(args.device)
     if args.benchmark:  # EXTRA: Exercise A.4, with its own heading

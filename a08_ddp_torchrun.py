@@ -22,12 +22,6 @@ from torch.utils.data.distributed import DistributedSampler  # NEW: a slice per 
 from a05_training_loop import Trained
 
 
-def parse_args(argv: list[str] | None = None
-               ) -> tuple[argparse.Namespace, extras.Launch, torch.device]:
-    # EXTRA: the text's knobs and ours, torchrun's variables, and a GPU per process or the CPU
-    return extras.parse_a08_flags(__doc__, argv)
-
-
 def ddp_setup(rank: int, world_size: int, device: torch.device,
               launch: extras.Launch, timeout: timedelta) -> None:  # EXTRA: the last three
     # NEW: where the processes meet, unless torchrun has set it already
@@ -54,8 +48,7 @@ def prepare_dataset(args: argparse.Namespace, world_size: int,
     # X_train = torch.cat([X_train + torch.normal(0, 0.1, X_train.shape) for _ in range(factor)])
     # y_train = y_train.repeat(factor)
     # EXTRA: instead, as many noisy copies as the processes need, added only where they do
-    X_train, y_train = extras.enlarge_for_processes(X_train, y_train, args.num_samples,
-                                                    world_size, args.batch_size, args.seed)
+    X_train, y_train = extras.enlarge_for_processes(X_train, y_train, world_size, args)
     train_ds = ToyDataset(X_train, y_train)
     test_ds = ToyDataset(X_test, y_test)
 
@@ -77,8 +70,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
           device: torch.device,  # NEW: the device to train on
           record: extras.TrainingRecord, amp: str | None) -> None:  # EXTRA: the last two
-    # EXTRA: from the snapshot's epoch on (--snapshot), which is saved after each epoch
-    for epoch in record.epochs(num_epochs):
+    for epoch in record.epochs(num_epochs):  # EXTRA: from --snapshot's epoch, saving each
         train_loader.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
@@ -116,9 +108,9 @@ def train_tutorial_model(args: argparse.Namespace, device: torch.device,
 
 
 def main() -> None:
-    args, launch, device = parse_args()
-    # EXTRA: --spawn N: N processes, each running main(); else torchrun's global RANK (not LOCAL_)
-    if launch.spawn:
+    # EXTRA: the flags and torchrun's variables, checked; --spawn; global RANK, not LOCAL_RANK
+    args, launch, device = extras.parse_a08_flags(__doc__)
+    if launch.spawn:  # N processes on this machine, each running main()
         return extras.spawn(main, launch.spawn)
     rank, world_size = launch.rank, launch.world_size
     if rank == 0:  # NEW: print once, not once per process

@@ -314,7 +314,7 @@ def test_a08_says_so_when_gradients_are_not_averaged(ddp_runs):
 def a08_train_loaders(nproc: int, monkeypatch) -> list:
     """a08's own training loader as each of ``nproc`` processes builds it (its
     DistributedSampler asks the process group for the rank and the number of processes)."""
-    args, _, _ = a08.parse_args([])
+    args, _, _ = a08.extras.parse_a08_flags(a08.__doc__, [])
     loaders = []
     for rank in range(nproc):
         monkeypatch.setattr(dist, "get_world_size", lambda group=None: nproc)
@@ -397,7 +397,7 @@ def test_a08_pins_memory_only_for_gpu_processes(monkeypatch):
     GPUs (--device cpu, or more processes than GPUs) would start CUDA on GPU 0 to pin."""
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 1)
     monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
-    args = a08.parse_args([])[0]
+    args = a08.extras.parse_a08_flags(a08.__doc__, [])[0]
     for device, pinned in (("cpu", False), ("cuda", True)):
         train_loader = a08.prepare_dataset(args, 1, torch.device(device))[0]
         assert train_loader.pin_memory is pinned, device
@@ -416,8 +416,8 @@ def test_a08_process_group_backend_and_device(system, device, backend, device_id
     monkeypatch.setattr(a08, "init_process_group", lambda **kwargs: calls.append(kwargs))
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
     monkeypatch.setenv("USE_LIBUV", "1")  # restored after the test; Windows sets it to 0
-    launch = a08.parse_args(["--device", "cpu"])[1]
-    a08.ddp_setup(0, 1, device, launch, a08.parse_args([])[0].timeout)
+    args, launch, _ = a08.extras.parse_a08_flags(a08.__doc__, ["--device", "cpu"])
+    a08.ddp_setup(0, 1, device, launch, args.timeout)
     if "device_id" not in inspect.signature(dist.init_process_group).parameters:
         device_id = None  # torch 2.2 (an Intel Mac's) has no such parameter: not passed
     assert [(call["backend"], call.get("device_id")) for call in calls] == [(backend, device_id)]

@@ -538,14 +538,15 @@ def test_a08_on_windows_trains_on_the_cpu_beside_gpus(gpus, monkeypatch, capsys)
     import a08_ddp_torchrun
     monkeypatch.setattr(platform, "system", lambda: "Windows")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
-    device = a08_ddp_torchrun.parse_args([])[2]
+    parse = a08_ddp_torchrun.extras.parse_a08_flags
+    device = parse(a08_ddp_torchrun.__doc__, [])[2]
     assert device == torch.device("cpu")
     reason = ("on Windows the processes meet through gloo, which cannot carry CUDA tensors (an "
               "access violation from torch 2.8 on, pytorch/pytorch#186535); use --device cpu "
               "(or auto), or WSL2 for NCCL")
     assert capsys.readouterr().out == f"Note: training on the CPU: {reason}\n"
     with pytest.raises(SystemExit) as stopped:
-        a08_ddp_torchrun.parse_args(["--device", "cuda"])
+        parse(a08_ddp_torchrun.__doc__, ["--device", "cuda"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(
         f"argument --device cuda: {reason}")

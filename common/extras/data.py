@@ -30,20 +30,19 @@ def check_batch_fits(parser: argparse.ArgumentParser, batch_size: int,
                      f"{num_examples} training examples; use 1 to {num_examples}")
 
 
-def enlarge_for_processes(X: torch.Tensor, y: torch.Tensor, requested: int | None,
-                          world_size: int, batch_size: int,
-                          seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """a08's training data: ``--num-samples`` examples if given (its flag check made sure they
-    go round), else the examples as they are, or, where some process would get no full batch,
-    as many noisy copies added as give each one a batch. Rank 0 says when it adds them."""
-    num_samples = requested or len(y)
-    if not gives_full_batches(num_samples, world_size, batch_size):
-        num_samples = samples_needed(world_size, batch_size)
+def enlarge_for_processes(X: torch.Tensor, y: torch.Tensor, world_size: int,
+                          args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
+    """a08's training data: --num-samples examples if given (its flag check made sure they go
+    round), else the examples as they are, or, where some process would get no full batch, as
+    many noisy copies added as give each one a batch. Rank 0 says when it adds them."""
+    num_samples = args.num_samples or len(y)
+    if not gives_full_batches(num_samples, world_size, args.batch_size):
+        num_samples = samples_needed(world_size, args.batch_size)
         if dist.get_rank() == 0:
             print(f"Note: {len(y)} examples leave some of the {world_size} processes without "
-                  f"a full batch of {batch_size}; training on {num_samples} (the examples "
+                  f"a full batch of {args.batch_size}; training on {num_samples} (the examples "
                   f"plus noisy copies; see --num-samples).")
-    return with_noisy_copies(X, y, num_samples, seed)
+    return with_noisy_copies(X, y, num_samples, args.seed)
 
 
 def with_noisy_copies(X: torch.Tensor, y: torch.Tensor, num_samples: int,

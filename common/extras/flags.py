@@ -35,7 +35,7 @@ def seconds(text: str) -> timedelta:
     return timedelta(seconds=positive_float(text, maximum=2_000_000))
 
 
-def parse_a07_flags(doc: str, argv: list[str] | None) -> argparse.Namespace:
+def parse_a07_flags(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
     """a07's flags: the tutorial's knobs, --plot, --device, --benchmark and --sizes (Exercise
     A.4), --amp and --gpu-guides, with the checks no single flag's type can make."""
     parser = make_parser(doc)
@@ -48,7 +48,7 @@ def parse_a07_flags(doc: str, argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def parse_a08_flags(doc: str, argv: list[str] | None
+def parse_a08_flags(doc: str, argv: list[str] | None = None
                     ) -> tuple[argparse.Namespace, Launch, torch.device]:
     """a08's flags, and this process's place and device: (args, launch, device)."""
     parser = make_parser(doc)

@@ -102,7 +102,7 @@ def profile(args, env) -> None:
 
 
 def main() -> None:
-    args, env, _ = a08.parse_args()
+    args, env, _ = a08.extras.parse_a08_flags(a08.__doc__)
     dist.init_process_group("gloo", rank=env.rank, world_size=env.world_size,
                             store=store_for_this_attempt(env, args.timeout))
     profile(args, env)

@@ -33,7 +33,8 @@ from a05_training_loop import Trained
 
 def main() -> None:
     tutorial_loader = "--tutorial-loader" in sys.argv
-    args, launch, device = a08.parse_args([a for a in sys.argv[1:] if a != "--tutorial-loader"])
+    argv = [a for a in sys.argv[1:] if a != "--tutorial-loader"]
+    args, launch, device = a08.extras.parse_a08_flags(a08.__doc__, argv)
     if launch.launched:
         a08.ddp_setup(launch.rank, launch.world_size, device, launch, args.timeout)
     else:  # a group of one, for the sampler and the clock
