@@ -1,10 +1,10 @@
 """Exercise A.4, measured properly: matrix multiplication on the CPU and on the accelerator.
 
 The author's solution times one small product with %timeit and does not wait for the GPU, so its
-GPU figure is mostly the time to launch a kernel. torch.utils.benchmark warms up, repeats, and
-reports the median; each timed product here waits for the accelerator itself (torch's Timer
-synchronizes CUDA, but MPS only from about torch 2.9, pytorch/pytorch#152199), and the CPU is
-timed with the threads torch uses (the Timer's default is one, which overstates every speed-up).
+GPU figure is mostly the time to launch a kernel. torch.utils.benchmark warms up, repeats and
+reports the median; each timed product here waits for its device (torch's Timer synchronizes
+CUDA, but MPS only from about torch 2.9, pytorch/pytorch#152199), and the CPU is timed with the
+threads torch uses (the Timer's default is one, which overstates every speed-up).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import io
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from common.extras.cli import heading, positive_int_list
 from common.extras.old_torch import current_accelerator
@@ -21,16 +20,18 @@ from common.extras.old_torch import current_accelerator
 import torch
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
-
-
-@dataclass
-class Row:
-    size: int
-    cpu_s: float
-    accelerator_s: float | None  # None on a CPU-only machine
-
-
 BOOK_CASE = (100, 200, 300)  # Exercise A.4's solution: a 100x200 by 200x300 product
+AMPERE = (8, 0)  # the CUDA capability from which tensor cores compute TF32 and bfloat16
+
+
+def add_benchmark_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", action="store_true",
+                        help="Exercise A.4: time matrix multiplication on the CPU and the "
+                             "accelerator (default: off)")
+    parser.add_argument("--sizes", type=positive_int_list, default=DEFAULT_SIZES,
+                        metavar="N,N,...",
+                        help=f"matrix sizes for --benchmark "
+                             f"(default: {','.join(map(str, DEFAULT_SIZES))})")
 
 
 def time_matmul(shape: tuple[int, int, int], device: torch.device,
@@ -51,113 +52,65 @@ def time_matmul(shape: tuple[int, int, int], device: torch.device,
 
 
 def waiter(device: torch.device) -> Callable[[], None]:
-    """What waits until ``device`` has finished its work: torch.cuda.synchronize,
-    torch.mps.synchronize, ...; nothing for the CPU, which computes before returning."""
-    if device.type == "cpu":
-        return _nothing
-    return getattr(torch, device.type).synchronize
-
-
-def _nothing() -> None:
-    pass
+    """What waits until ``device`` has finished its work (torch.cuda.synchronize, ...); nothing
+    for the CPU, which computes before returning."""
+    return (lambda: None) if device.type == "cpu" else getattr(torch, device.type).synchronize
 
 
 @contextlib.contextmanager
 def tf32_matmul(enabled: bool) -> Iterator[None]:
-    """float32 matrix products on CUDA's TF32 tensor cores, or not, for the enclosed block.
-    torch 2.9 and later set this with ``fp32_precision`` (2.9.x warns on reading the older
-    ``allow_tf32``); earlier torch has only ``allow_tf32``."""
+    """float32 matrix products on CUDA's TF32 tensor cores, or not, in the enclosed block:
+    ``fp32_precision`` from torch 2.9 (2.9.x warns on reading ``allow_tf32``), before it
+    ``allow_tf32``."""
     matmul = torch.backends.cuda.matmul
     name = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"
-    value = ("tf32" if enabled else "ieee") if name == "fp32_precision" else enabled
     previous = getattr(matmul, name)
-    setattr(matmul, name, value)
+    setattr(matmul, name, ("tf32" if enabled else "ieee") if name == "fp32_precision" else enabled)
     try:
         yield
     finally:
         setattr(matmul, name, previous)
 
 
-def run_benchmark(sizes: tuple[int, ...], accelerator: torch.device | None) -> list[Row]:
-    cpu = torch.device("cpu")
-    return [Row(size, time_matmul((size,) * 3, cpu),
-                time_matmul((size,) * 3, accelerator) if accelerator is not None else None)
-            for size in sizes]
-
-
-def crossover(rows: list[Row]) -> int | None:
-    """The smallest size from which on the accelerator is faster at every larger size."""
-    winner = None
-    for row in reversed(rows):
-        if row.accelerator_s is None or row.accelerator_s >= row.cpu_s:
-            break
-        winner = row.size
-    return winner
-
-
-def format_table(rows: list[Row], accelerator: torch.device | None) -> str:
-    name = accelerator.type.upper() if accelerator is not None else None
-    header = f"{'size':>6} | {'CPU (ms)':>10}"
-    if name:
-        header += f" | {name + ' (ms)':>10} | {'speed-up':>8}"
-    lines = [header, "-" * len(header)]
-    for row in rows:
-        line = f"{row.size:>6} | {row.cpu_s * 1e3:>10.3f}"
-        if row.accelerator_s is not None:
-            line += f" | {row.accelerator_s * 1e3:>10.3f} | {row.cpu_s / row.accelerator_s:>7.1f}x"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def add_benchmark_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmark", action="store_true",
-                        help="Exercise A.4: time matrix multiplication on the CPU and the "
-                             "accelerator (default: off)")
-    parser.add_argument("--sizes", type=positive_int_list, default=DEFAULT_SIZES,
-                        metavar="N,N,...",
-                        help=f"matrix sizes for --benchmark "
-                             f"(default: {','.join(map(str, DEFAULT_SIZES))})")
-
-
 def exercise_a4(sizes: tuple[int, ...]) -> None:
-    """Print the timing table and the size from which the accelerator wins."""
+    """The solution's own case, the timing table, where the accelerator starts to win, then
+    the lower precisions."""
     heading("9.1 Exercise A.4: when does the accelerator win?")
     found = current_accelerator()
-    accelerator = torch.device(found) if found else None
+    devices = [torch.device("cpu")] + ([torch.device(found)] if found else [])
     m, k, n = BOOK_CASE
-    devices = [torch.device("cpu")] + ([accelerator] if accelerator is not None else [])
     timed = ", ".join(f"{device.type.upper()} {time_matmul(BOOK_CASE, device) * 1e6:.1f} us"
                       for device in devices)
     print(f"The solution's own case, {m}x{k} @ {k}x{n}: {timed}\n"
           "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
           "GPU figure is mostly the time to launch the kernel)")
-    rows = run_benchmark(sizes, accelerator)
     print(f"Median time of one float32 (size x size) @ (size x size) product; the CPU uses "
           f"{torch.get_num_threads()} thread(s):")
-    print(format_table(rows, accelerator))
-    if accelerator is None:
+    name = found.upper() if found else None
+    header = f"{'size':>6} | {'CPU (ms)':>10}" + (
+        f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
+    print(f"{header}\n{'-' * len(header)}")
+    wins_from = None  # the smallest size from which on the accelerator wins at every size
+    for size in sizes:
+        cpu, *accelerator = (time_matmul((size,) * 3, device) for device in devices)
+        line = f"{size:>6} | {cpu * 1e3:>10.3f}"
+        if accelerator:
+            line += f" | {accelerator[0] * 1e3:>10.3f} | {cpu / accelerator[0]:>7.1f}x"
+            wins_from = (wins_from or size) if accelerator[0] < cpu else None
+        print(line)
+    if name is None:
         print("No accelerator on this machine, so there is no second column to compare with.")
     else:
-        report_crossover(rows, accelerator)
-    precision_table(max(sizes), accelerator or torch.device("cpu"))
-
-
-def report_crossover(rows: list[Row], accelerator: torch.device) -> None:
-    size = crossover(rows)
-    name = accelerator.type.upper()
-    print(f"The {name} wins from size {size} on." if size else
-          f"The {name} did not win at any size measured.")
-
-
-AMPERE = (8, 0)  # the CUDA capability from which tensor cores compute TF32 and bfloat16
+        print(f"The {name} wins from size {wins_from} on." if wins_from else
+              f"The {name} did not win at any size measured.")
+    precision_table(max(sizes), devices[-1])
 
 
 def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype, bool]], str]:
     """(name, dtype, TF32 on) of what this device multiplies fast beyond float32, and a note on
     what it lacks: TF32 and bfloat16 on the tensor cores of CUDA GPUs from Ampere on (older
     ones, Colab's T4 among them, report bfloat16 as supported: torch emulates it, slowly);
-    float16 on GPUs (tensor cores from Volta on); bfloat16 on CPUs and MPS. A CPU multiplies
-    float16 without a fast path, orders of magnitude slower."""
+    float16 on GPUs; bfloat16 on CPUs and MPS (a CPU has no fast float16 path)."""
     if device.type != "cuda":
         return ([("bfloat16", torch.bfloat16, False)]
                 + ([("float16", torch.float16, False)] if device.type != "cpu" else []),
@@ -174,7 +127,7 @@ def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype,
 
 def precision_table(size: int, device: torch.device) -> None:
     """The GPU guide's tensor cores and mixed precision, timed: one size x size product in
-    each precision the device supports, with its speed-up over float32."""
+    each precision the device computes fast, with its speed-up over float32."""
     heading(f"GPU guide: tensor cores and lower precisions ({device.type}, {size} x {size})")
     base = time_matmul((size,) * 3, device)
     print(f"{'float32':>9}: {base * 1e3:9.3f} ms")
