@@ -7,7 +7,7 @@ Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark] [--gpu-
 
 import argparse
 
-from common import NeuralNetwork, compute_accuracy, extras, toy_loaders
+from common import NeuralNetwork, compute_accuracy, extras, gpu_articles, toy_loaders
 
 import torch
 import torch.nn.functional as F
@@ -91,7 +91,7 @@ def main() -> None:
 
     # EXTRA: the two GPU articles (--gpu-guides) on the device chosen above, and --plot
     if args.gpu_guides:
-        extras.run_gpu_articles(device, args)
+        gpu_articles.run_gpu_articles(device, args)
     if args.plot is not None:
         extras.plot_training(trained.losses, model, args.plot)
 

@@ -5,9 +5,11 @@ Sections 5 to 9 all use these, so each is defined once here and the scripts impo
 (``from common import ...``). Python puts a script's own folder on ``sys.path``, so
 ``python aNN_*.py`` finds this package from any working directory without installing it.
 
-Everything else in this folder lives in ``common/extras/``: the companion's machinery (flags,
-devices, safe checkpoints, snapshots, distributed helpers, plots, the walkthrough). You do not
-need to read it to follow the tutorial.
+Beside this file: ``gpu_articles.py``, the two GPU articles that came with the tutorial
+(a07 --gpu-guides). The rest is the companion's machinery, which you do not need to read to
+follow the tutorial: ``startup.py`` and ``ending.py`` (what acts before torch loads, and how a
+run ends on Ctrl-C), and ``extras/`` (flags, devices, safe checkpoints, snapshots,
+distributed helpers, plots, the walkthrough).
 """
 
 # EXTRA: first, before torch loads: what Ctrl-C does meanwhile, and more (see its docstring)

@@ -5,15 +5,20 @@ import importlib.util
 import re
 import warnings
 
-from common.extras import gpu_guides, matmul_benchmark
-from common.extras.gpu_guides import memory_and_checkpointing, mixed_precision
-from common.extras.precision import (
+from common import gpu_articles
+from common.extras import matmul_benchmark
+from common.extras.precision import amp_problem
+from common.gpu_articles import (
     Blocks,
-    amp_problem,
+    ConvNet,
+    LSTMGenerator,
+    RNNClassifier,
+    TransformerLM,
     checkpointed_gradients_match,
+    memory_and_checkpointing,
+    mixed_precision,
     training_step_memory,
 )
-from common.gpu_articles import ConvNet, LSTMGenerator, RNNClassifier, TransformerLM
 
 import pytest
 import torch
@@ -249,7 +254,7 @@ def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
     line, and no row or column is labelled bfloat16."""
     as_on_a_mac(monkeypatch, "2.5")
     trained = []
-    monkeypatch.setattr(gpu_guides, "train_in_precision",
+    monkeypatch.setattr(gpu_articles, "train_in_precision",
                         lambda amp, args, device: trained.append(amp) or ([0.5], 1.0))
     mixed_precision(torch.device("mps"), None)
     out = capsys.readouterr().out
@@ -259,7 +264,7 @@ def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
     assert "bfloat16: losses" not in out
     # the memory part on the CPU, whose autocast is made to lack bfloat16 as MPS's does
     autocast_as_torch_2_5_on_mps(monkeypatch, "cpu")
-    monkeypatch.setattr(gpu_guides, "Blocks", lambda: Blocks(width=32, depth=2))
+    monkeypatch.setattr(gpu_articles, "Blocks", lambda: Blocks(width=32, depth=2))
     memory_and_checkpointing(torch.device("cpu"))
     out = capsys.readouterr().out
     assert out.count("left out") == 1
@@ -286,7 +291,7 @@ def test_data_parallel_beside_gpus_on_another_device_leaves_them_alone(monkeypat
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.nn, "DataParallel", None)  # any use of it fails
-    gpu_guides.data_parallel(torch.device("cpu"))
+    gpu_articles.data_parallel(torch.device("cpu"))
     out = capsys.readouterr().out
     assert ("nn.DataParallel would split each batch across this machine's 2 GPU(s); this run "
             "is on cpu, so the model runs unwrapped\nThe model itself, a batch of 8: output "

@@ -24,8 +24,7 @@ those above it in this table:
 | reporting | a08's process names, training time and global accuracy |
 | snapshots | a08's ``--snapshot`` (resume, save after every epoch), and its ``TrainingRecord`` |
 | matmul_benchmark | Exercise A.4 (a07 ``--benchmark``), with the lower precisions |
-| precision | ``--amp`` (autocast), activation memory, gradient checkpointing |
-| gpu_guides | a07 ``--gpu-guides``: the two GPU articles, run and measured |
+| precision | ``--amp`` (autocast) in a precision the device can compute |
 | plotting | a05, a07 and a08 ``--plot`` |
 | flags | a07's and a08's flags, built and checked in one call each |
 | walkthrough | ``python -m common.extras.walkthrough``: every script in order |
@@ -37,7 +36,6 @@ from common.extras.data import check_batch_fits, enlarge_for_processes
 from common.extras.devices import rosetta_note, show_device
 from common.extras.errors import require_finite_loss
 from common.extras.flags import parse_a07_flags, parse_a08_flags
-from common.extras.gpu_guides import run_gpu_articles
 from common.extras.launcher import Launch
 from common.extras.matmul_benchmark import exercise_a4
 from common.extras.plotting import add_plot_flag, plot_training
@@ -57,5 +55,5 @@ __all__ = [
     "exercise_a4", "explain_checkpoint_errors", "free_model_and_wait_for_gloo", "heading",
     "make_parser", "parse_a07_flags", "parse_a08_flags", "plot_training",
     "process_group_options", "process_name", "report_summary", "require_finite_loss",
-    "rosetta_note", "run", "run_gpu_articles", "show_device", "spawn",
+    "rosetta_note", "run", "show_device", "spawn",
 ]

@@ -14,7 +14,6 @@ from common.extras.checkpoint import check_writable
 from common.extras.cli import add_training_flags, make_parser, positive_float, positive_int
 from common.extras.data import check_batch_fits, gives_full_batches, samples_needed
 from common.extras.devices import add_device_flag, device_for_process, device_to_show
-from common.extras.gpu_guides import add_gpu_guides_flag
 from common.extras.launcher import (
     Launch,
     is_spawned_worker,
@@ -40,8 +39,11 @@ def parse_a07_flags(doc: str, argv: list[str] | None = None) -> argparse.Namespa
     A.4), --amp and --gpu-guides, with the checks no single flag's type can make."""
     parser = make_parser(doc)
     for add in (add_training_flags, add_plot_flag, add_device_flag, add_benchmark_flags,
-                add_amp_flag, add_gpu_guides_flag):
+                add_amp_flag):
         add(parser)
+    parser.add_argument("--gpu-guides", action="store_true",
+                        help="after the tutorial's sections, run the two GPU articles' code, "
+                             "corrected, on the same device (default: off)")
     args = parser.parse_args(argv)
     check_batch_fits(parser, args.batch_size, len(toy_data()[1]))
     check_amp(parser, args.amp, device_to_show(args.device).type)
