@@ -1,33 +1,10 @@
-"""The companion's machinery: not needed to follow the tutorial.
-
-Everything here is ours, not the text's: flags and their checks, device choice, safe
-checkpoints, a08's distributed helpers, snapshots and reports, the plot, the Exercise A.4
-benchmark and the walkthrough. The scripts mark each use with ``# EXTRA:``. The tutorial's
-own shared code (the toy data, ToyDataset, NeuralNetwork, compute_accuracy) is one level up, in
-``common/__init__.py``, beside ``common/startup.py`` (what acts before torch loads) and
-``common/ending.py`` (what Ctrl-C, SIGTERM and a launcher's death do).
-
-The scripts use what they need through this package (``extras.make_parser``), so each has one
-line of imports from ``common``, the tutorial's names and ours. Each module depends only on
-those above it in this table:
-
-| module | what it holds |
-| --- | --- |
-| errors | ``UserError``: a problem the user can fix, said in one line |
-| launcher | torchrun's variables, read and checked; the torchrun command line (no torch) |
-| cli | the argument parser, range-checked flag types, ``run`` (errors in one line) |
-| old_torch | what torch before 2.4 (an Intel Mac's 2.2.2) and later releases differ in |
-| devices | a07's ``--device`` and its section 9.1 on a CPU-only machine; a08's device per process |
-| checkpoint | atomic saving and one-line errors around a06's torch.save / torch.load |
-| data | the batch-size rule, noisy copies for many processes |
-| rendezvous | a08's store, ``--spawn``, start-up errors, leaving the process group |
-| reporting | a08's process names, training time and global accuracy |
-| snapshots | a08's ``--snapshot`` (resume, save after every epoch), and its ``TrainingRecord`` |
-| matmul_benchmark | Exercise A.4 (a07 ``--benchmark``), with the lower precisions |
-| precision | ``--amp`` (autocast) in a precision the device can compute |
-| plotting | a05, a07 and a08 ``--plot`` |
-| flags | a07's and a08's flags, built and checked in one call each |
-| walkthrough | ``python -m common.extras.walkthrough``: every script in order |
+"""The companion's machinery: not needed to follow the tutorial. The scripts mark each use
+with ``# EXTRA:`` and reach it through this package (``extras.make_parser``), so each has one
+line of imports from ``common``. Each module depends only on those before it in this list:
+errors, launcher (torchrun's variables; no torch), cli (the parser, ``run``), old_torch,
+devices, checkpoint, data, rendezvous (a08's store, --spawn, start-up errors), reporting,
+snapshots, matmul_benchmark (Exercise A.4), precision (--amp), plotting, flags (a07's and
+a08's, in one call each), walkthrough (``python -m common.extras.walkthrough``).
 """
 
 from common.extras.checkpoint import atomic_path, check_writable, explain_checkpoint_errors

@@ -36,9 +36,8 @@ class CheckpointError(UserError):
 
 
 def check_writable(path: str | os.PathLike, flag: str) -> str | None:
-    """Why ``path`` cannot be written as a file (its folder missing or read-only, the name too
-    long, something there that is not a regular file), or None: asked before any work starts,
-    so that a bad path never costs a training run."""
+    """Why ``path`` cannot be written as a file (no such folder, read-only, name too long, not
+    a regular file there), or None: asked before any work, so a bad path costs no training."""
     target = Path(os.path.realpath(path))  # a symbolic link: its target is what gets written
     if str(path).endswith(tuple(filter(None, (os.sep, os.altsep)))):
         return f"{path} names a folder (it ends with {str(path)[-1]}); give the path of a file"
@@ -69,10 +68,9 @@ def _longest_name(folder: Path) -> int:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike, flag: str = "--path") -> Iterator[str]:
-    """Yield a temporary path beside ``path``; once the block has written it, move it over
-    ``path`` in one step. If the block fails, ``path`` is untouched and the temporary file gone.
-    A symbolic link is followed (its target is replaced); anything there that is not a regular
-    file is refused. ``flag`` names the option that chose ``path``, for the error message."""
+    """A temporary path beside ``path``, moved over it in one step once the block has written
+    it; if the block fails, ``path`` is untouched and the temporary file gone. A symbolic link's
+    target is replaced. ``flag``: the option that chose ``path``, for the error message."""
     problem = check_writable(path, flag)
     if problem:
         raise CheckpointError(problem)
@@ -81,7 +79,9 @@ def atomic_path(path: str | os.PathLike, flag: str = "--path") -> Iterator[str]:
                                suffix=".tmp")
     os.close(fd)
     try:
-        os.chmod(tmp, 0o666 & ~_current_umask())  # as open() would, not mkstemp's 0600
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would, not mkstemp's 0600
         yield tmp
         with open(tmp, "rb+") as written:
             os.fsync(written.fileno())  # on disk before the rename makes it the checkpoint
@@ -132,26 +132,9 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
         if _raised_by_the_learners_code(err):  # an edited line: its traceback is the help
             raise
         message = str(err)
-        if "deserialize object on a CUDA device" in message:  # saved on a GPU (Colab)
-            raise CheckpointError(
-                f"{path}: saved on a CUDA GPU, and this machine has none; "
-                f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the "
-                f"CPU") from None
-        if '"model_state_dict"' in message:  # PyTorch's recipe for a general checkpoint
-            raise CheckpointError(
-                f"{path}: a general checkpoint (epoch, optimizer, ...), not a model's "
-                f"state_dict; its weights are under 'model_state_dict': "
-                f"model.load_state_dict(torch.load(PATH)['model_state_dict'])") from None
-        if '"epochs_completed"' in message:  # load_state_dict given a whole a08 snapshot
-            raise CheckpointError(
-                f"{path}: an a08 snapshot, not a model's state_dict; its model is under the "
-                f"key 'model' (torch.load(PATH)['model']), or save one with "
-                f"torch.save(model.state_dict(), PATH)") from None
-        if 'Unexpected key(s) in state_dict: "module.' in message:
-            raise CheckpointError(
-                f"{path}: saved from a DistributedDataParallel model, whose keys start with "
-                f"'module.'; save model.module.state_dict() there instead, or strip the prefix "
-                f"with torch.nn.modules.utils.consume_prefix_in_state_dict_if_present") from None
+        for sign, meaning in _KNOWN_LOAD_ERRORS:
+            if sign in message:
+                raise CheckpointError(f"{path}: {meaning}") from None
         if "Error(s) in loading state_dict" in message:  # load_state_dict: keys, shapes differ
             raise CheckpointError(
                 f"{path}: saved from another architecture, it does not fit the model "
@@ -165,17 +148,32 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
                               f"again") from None
 
 
+_KNOWN_LOAD_ERRORS = [  # (a sign in torch's message, what it means and what to do)
+    ("deserialize object on a CUDA device",  # saved on a GPU (Colab)
+     "saved on a CUDA GPU, and this machine has none; torch.load(PATH, map_location='cpu', "
+     "weights_only=True) loads it onto the CPU"),
+    ('"model_state_dict"',  # PyTorch's recipe for a general checkpoint
+     "a general checkpoint (epoch, optimizer, ...), not a model's state_dict; its weights are "
+     "under 'model_state_dict': model.load_state_dict(torch.load(PATH)['model_state_dict'])"),
+    ('"epochs_completed"',  # load_state_dict given a whole a08 snapshot
+     "an a08 snapshot, not a model's state_dict; its model is under the key 'model' "
+     "(torch.load(PATH)['model']), or save one with torch.save(model.state_dict(), PATH)"),
+    ('Unexpected key(s) in state_dict: "module.',
+     "saved from a DistributedDataParallel model, whose keys start with 'module.'; save "
+     "model.module.state_dict() there instead, or strip the prefix with "
+     "torch.nn.modules.utils.consume_prefix_in_state_dict_if_present"),
+]
+
+
 def safe_load(path: str | os.PathLike) -> Any:
-    """torch.load with ``weights_only=True``, onto the CPU; any unusable file raises
-    CheckpointError."""
+    """torch.load onto the CPU, ``weights_only``; any unusable file raises CheckpointError."""
     with explain_checkpoint_errors(path):
         return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _raised_by_the_learners_code(err: Exception) -> bool:
-    """The error was raised in a line of the scripts or of the tutorial's ``common`` (a name
-    mistyped, a wrong argument to ``load_state_dict``), not inside torch.load or
-    load_state_dict while they read the file."""
+    """Raised in a line of the scripts or of ``common`` (a mistyped name, a wrong argument),
+    not inside torch.load or load_state_dict."""
     trace = err.__traceback__
     while trace is not None and trace.tb_next is not None:
         trace = trace.tb_next
@@ -185,17 +183,9 @@ def _raised_by_the_learners_code(err: Exception) -> bool:
     return where in (ROOT, ROOT / "common")
 
 
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def _damaged_member(path: Path) -> str | None:
-    """The first part of a zip-format checkpoint (torch.save's format) whose bytes no longer
-    match their checksum, or None (also for a file that is not a whole zip: torch.load says
-    what it is)."""
+    """The first member of a zip-format checkpoint (torch.save's) whose bytes no longer match
+    their checksum, or None (also for no whole zip: torch.load says what it is)."""
     try:
         with zipfile.ZipFile(path) as archive:
             return archive.testzip()

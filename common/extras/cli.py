@@ -37,23 +37,21 @@ def make_parser(doc: str | None) -> argparse.ArgumentParser:
 
 def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1."""
-    return _in_range(int, text, minimum=1, what="a whole number >= 1")
+    return _in_range(int, text, 1, "a whole number >= 1")
 
 
 def positive_float(text: str, maximum: float = 1e38) -> float:
     """argparse type: a finite number > 0, at most ``maximum`` (by default about the largest
-    number a float32, the model's own type, can hold)."""
-    value = _in_range(float, text, minimum=0.0, what="a number > 0")
+    a float32, the model's own type, holds)."""
+    value = _in_range(float, text, 0.0, "a number > 0")
     if value == 0.0 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number > 0 (finite)")
-    if value > maximum:
-        raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {maximum:g})")
-    return value
+    return _in_range(float, text, 0.0, "a number > 0", maximum)
 
 
 def seed(text: str) -> int:
     """argparse type: a seed torch.manual_seed takes, 0 to 2**64 - 1."""
-    return _in_range(int, text, minimum=0, what="a whole number >= 0", maximum=2**64 - 1)
+    return _in_range(int, text, 0, "a whole number >= 0", 2**64 - 1)
 
 
 def _in_range(kind: type, text: str, minimum: float, what: str,
@@ -65,7 +63,8 @@ def _in_range(kind: type, text: str, minimum: float, what: str,
     if value < minimum:
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
     if maximum is not None and value > maximum:
-        raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {maximum})")
+        shown = format(maximum, "g" if kind is float else "")
+        raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {shown})")
     return value
 
 
@@ -91,23 +90,15 @@ def heading(title: str) -> None:
     print(f"\n=== {title} ===")
 
 
-def _no_explanation(err: Exception) -> str | None:
-    return None
-
-
-def _nothing() -> None:
-    return None
-
-
 @dataclass(frozen=True)
 class Ending:
-    """What ``run`` does beyond its general rules, for a script that needs more (a08 gives
-    its own): ``explain`` turns errors of the script's own kind into one line (None: not one
-    of them); ``cleanup`` runs however main() ended, but for a signal, which ends the process
-    at once (``common/ending.py``); ``stopped_hint`` ends the SIGTERM line."""
+    """What ``run`` does beyond its general rules, for a08: ``explain`` turns errors of its own
+    kind into one line (None: not one of them); ``cleanup`` runs however main() ended, but for
+    a signal, which ends the process at once (``common/ending.py``); ``stopped_hint`` ends the
+    SIGTERM line."""
 
-    explain: Callable[[Exception], str | None] = _no_explanation
-    cleanup: Callable[[], None] = _nothing
+    explain: Callable[[Exception], str | None] = lambda err: None
+    cleanup: Callable[[], None] = lambda: None
     stopped_hint: str = ""
 
 

@@ -10,17 +10,12 @@ import warnings
 from datetime import timedelta
 
 from common import toy_data
+from common.ending import started_by_a_script
 from common.extras.checkpoint import check_writable
 from common.extras.cli import add_training_flags, make_parser, positive_float, positive_int
 from common.extras.data import check_batch_fits, gives_full_batches, samples_needed
 from common.extras.devices import add_device_flag, device_for_process, device_to_show
-from common.extras.launcher import (
-    Launch,
-    is_spawned_worker,
-    read_launch,
-    spawn_launch,
-    started_by_torchrun,
-)
+from common.extras.launcher import Launch, read_launch
 from common.extras.matmul_benchmark import add_benchmark_flags
 from common.extras.plotting import add_plot_flag
 from common.extras.precision import add_amp_flag, check_amp
@@ -86,10 +81,12 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
 def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Launch:
     """This process's place among the processes (torchrun's variables, or what --spawn N will
     give its workers), after the usage errors that no single flag's type can find."""
-    if args.spawn and started_by_torchrun():
+    spawning = args.spawn and not started_by_a_script()  # --spawn's parent, not its workers
+    if spawning and "RANK" in os.environ:
         parser.error("argument --spawn: torchrun already started the processes; use one or "
                      "the other")
-    launch = spawn_launch(args.spawn) if args.spawn and not is_spawned_worker() else read_launch()
+    launch = (Launch(world_size=args.spawn, local_world_size=args.spawn, spawn=args.spawn)
+              if spawning else read_launch())  # the parent: checked as its workers will be
     if args.snapshot is not None and launch.rank == 0:  # only rank 0 writes it
         if not os.path.isdir(os.path.dirname(args.snapshot) or "."):
             parser.error(f"argument --snapshot: the folder of {args.snapshot} does not exist")

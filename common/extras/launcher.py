@@ -1,8 +1,5 @@
 """How a08's processes are started: torchrun's variables, read and checked in one place, and
-the torchrun command line that the walkthrough, the tests and the benchmarks run.
-
-No torch here: the walkthrough imports this before any script runs.
-"""
+the torchrun command line (no torch here: the walkthrough imports this)."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from common.ending import started_by_a_script
 from common.extras.errors import UserError
 
 
@@ -24,8 +20,8 @@ class LaunchError(UserError):
 
 @dataclass(frozen=True)
 class Launch:
-    """Who this process is among how many. ``rank`` is global, unique across machines;
-    ``local_rank`` only picks the GPU on this machine."""
+    """Who this process is among how many: ``rank`` is unique across machines, ``local_rank``
+    picks the GPU on this machine."""
 
     rank: int = 0
     local_rank: int = 0
@@ -40,14 +36,9 @@ class Launch:
         return self.master is not None
 
 
-def spawn_launch(nprocs: int) -> Launch:
-    """The parent of --spawn N: checked as its first worker will be, before it starts them."""
-    return Launch(world_size=nprocs, local_world_size=nprocs, spawn=nprocs)
-
-
 def read_launch(environ: Mapping[str, str] = os.environ) -> Launch:
-    """The launcher's variables, checked before anything waits on them: a08 set up by hand
-    with RANK but no WORLD_SIZE, say, stops at once with one line naming what to set."""
+    """The launcher's variables, checked before anything waits on them: one line naming what
+    to set (RANK without WORLD_SIZE, say)."""
     if "RANK" not in environ and "WORLD_SIZE" not in environ:
         return Launch()  # one plain process
     for name in ("RANK", "WORLD_SIZE"):
@@ -95,8 +86,8 @@ def _range(low: int, high: int | None) -> str:
 
 
 def launch_for_messages(environ: Mapping[str, str] = os.environ) -> Launch:
-    """``read_launch()``, or one plain process's where the variables are broken: for deciding
-    who speaks, and what an error message names, never for training."""
+    """``read_launch()``, or a plain process's where the variables are broken: for who speaks
+    and what a message names, never for training."""
     try:
         return read_launch(environ)
     except LaunchError:
@@ -104,24 +95,14 @@ def launch_for_messages(environ: Mapping[str, str] = os.environ) -> Launch:
 
 
 def is_first_process(environ: Mapping[str, str] = os.environ) -> bool:
-    """Global rank 0, or one plain process; every process, where the variables are broken (a
-    message then comes from each rather than from none)."""
+    """Global rank 0, or one plain process; every process where the variables are broken (a
+    message then comes from each rather than none)."""
     return launch_for_messages(environ).rank == 0
-
-
-def started_by_torchrun(environ: Mapping[str, str] = os.environ) -> bool:
-    """torchrun (or a user by hand) set the launch variables, not a08 --spawn."""
-    return "RANK" in environ and not is_spawned_worker()
-
-
-def is_spawned_worker() -> bool:
-    """A process that a08 --spawn started."""
-    return started_by_a_script()
 
 
 def torchrun_command(nproc: int | str, script: str, *args: str,
                      launcher_args: tuple[str, ...] = ("--standalone",)) -> list[str]:
-    """``torchrun --nproc_per_node=N [launcher_args] script args...``, run by this Python
-    (``python -m torch.distributed.run`` is torchrun without needing it on the PATH)."""
+    """``torchrun --nproc_per_node=N [launcher_args] script args...`` run by this Python
+    (``-m torch.distributed.run``: torchrun, not needed on the PATH)."""
     return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
             *launcher_args, script, *args]

@@ -1,6 +1,5 @@
-"""How a08's processes meet and part: the key-value store they meet through, --spawn, the
-one-line explanations of a process group that cannot start or breaks down, and leaving the
-group. ``DDP_ENDING`` gives ``cli.run`` what a08 needs on errors and signals."""
+"""How a08's processes meet and part: the store they meet through, --spawn, one line for a
+process group that cannot start or breaks down, and leaving the group (``DDP_ENDING``)."""
 
 from __future__ import annotations
 
@@ -25,30 +24,23 @@ import torch.distributed as dist
 
 def process_group_options(device: torch.device, launch: Launch,
                           timeout: timedelta) -> dict:
-    """What a08 gives ``init_process_group`` beyond the text's backend, rank and world size:
-    --timeout, after which a lost peer ends the run instead of a hang; the store of this
-    attempt (below); and on CUDA the GPU, which NCCL then knows up front (torch 2.8 to 2.14
-    warn otherwise)."""
+    """``init_process_group``'s arguments beyond the text's: --timeout (a lost peer ends the
+    run instead of a hang), this attempt's store, and on CUDA the GPU (``old_torch.device_id``)."""
     return {"timeout": timeout, "store": store_for_this_attempt(launch, timeout),
             **device_id(device)}
 
 
 def store_for_this_attempt(launch: Launch, timeout: timedelta) -> dist.Store:
-    """The key-value store the processes meet through, to build the process group on.
+    """One plain process: an in-memory store (no port). Otherwise a TCPStore at MASTER_ADDR:
+    MASTER_PORT, made here so that an unreachable master or a port in use is one line
+    (``explain_distributed_error``), not torch's log of every retry.
 
-    One plain process: an in-memory store, so no port is needed. Otherwise a TCPStore at
-    MASTER_ADDR:MASTER_PORT, made here rather than inside init_process_group so that a master
-    that cannot be reached, or a port in use, ends in one line (``explain_distributed_error``)
-    instead of torch's log of every retry; without libuv where torch lacks it (USE_LIBUV=0).
-
-    Where torchrun's agent (or --spawn's parent) hosts the store, it outlives the workers it
-    restarts (``--max-restarts``), and torch's default keys for the process group are the same
-    in every attempt: restarted workers could read the addresses their dead predecessors left
-    there, and gloo fails in ``connectFullMesh`` or waits for keys that never change. So every
-    attempt gets keys of its own, prefixed with how many times this rank has started: all
-    processes restart together, so that count is the same in every process of an attempt, on
-    every machine (TORCHELASTIC_RESTART_COUNT is not: pytorch/pytorch#135712).
-    """
+    A store that torchrun's agent (or --spawn's parent) hosts outlives the workers it restarts
+    (``--max-restarts``), and the process group's keys are the same in every attempt: restarted
+    workers would read what their dead predecessors left (gloo: ``connectFullMesh`` fails, or
+    waits). So each attempt's keys are prefixed with how many times this rank has started, a
+    count the same in every process of an attempt (TORCHELASTIC_RESTART_COUNT is not:
+    pytorch/pytorch#135712)."""
     if launch.master is None:
         return dist.HashStore()
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
@@ -60,8 +52,8 @@ def store_for_this_attempt(launch: Launch, timeout: timedelta) -> dist.Store:
 
 
 def tcp_store(launch: Launch, is_master: bool, timeout: timedelta) -> dist.TCPStore:
-    """A TCPStore at MASTER_ADDR:MASTER_PORT; torch's C++ log of each failed connection attempt
-    (a stack dump per retry) is kept off the terminal: a failure raises all the same."""
+    """A TCPStore at MASTER_ADDR:MASTER_PORT, with torch's C++ log of each failed connection
+    attempt (a stack dump per retry) kept off the terminal: a failure raises all the same."""
     host, port = launch.master
     with _stderr_silenced():
         return dist.TCPStore(host, port, world_size=launch.world_size, is_master=is_master,
@@ -70,8 +62,7 @@ def tcp_store(launch: Launch, is_master: bool, timeout: timedelta) -> dist.TCPSt
 
 @contextmanager
 def _stderr_silenced() -> Iterator[None]:
-    """Point file descriptor 2 at the null device for the enclosed block (C++ writes there
-    directly, past sys.stderr)."""
+    """File descriptor 2 at the null device in the block (C++ writes there, past sys.stderr)."""
     sys.stderr.flush()
     saved = os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)
@@ -85,13 +76,11 @@ def _stderr_silenced() -> Iterator[None]:
 
 
 def spawn(main: Callable[[], None], nprocs: int) -> None:
-    """--spawn N: run ``main`` in N new processes on this machine, as torchrun would, but with
-    torch.multiprocessing (the way the book's DDP-script.py starts its processes). This process
-    hosts the store they meet through, as torchrun's agent does: a TCPStore on a free port of
-    this machine, without libuv, which torch's Windows wheels lack (torch 2.2 to 2.15 take
-    ``use_libuv=False`` on every system). A worker that fails has already said why; torch
-    stops the others, and this process exits with its status. A signal that ends this process
-    ends the workers too (``common/ending.py``)."""
+    """--spawn N: ``main`` in N processes on this machine, started by torch.multiprocessing (as
+    the book's DDP-script.py does). This process hosts their store, as torchrun's agent does:
+    on a free port, without libuv, which torch's Windows wheels lack (2.2 to 2.15 take
+    ``use_libuv=False`` everywhere). A worker that fails has said why; torch stops the others,
+    and this process exits with its status."""
     import torch.multiprocessing as mp
 
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=False,
@@ -112,22 +101,18 @@ def _spawned_worker(index: int, nprocs: int, port: int, main: Callable[[], None]
 
 
 def free_model_and_wait_for_gloo() -> None:
-    """Call after dropping the DDP model, right before ``destroy_process_group()``.
-
-    Collect the model first: a DDP model freed after its process group may hang or abort, as
-    its reducer's hooks on the parameters still use the group. Then wait 50 ms without
-    holding the GIL: gloo's worker thread may still need the GIL to free the tensors of the
-    model's last operations, while torch before pytorch/pytorch#154976 (2.4.1 among them)
-    destroys a gloo group holding the GIL and waiting for that thread: a deadlock
-    (pytorch/pytorch#56297).
-    """
+    """After dropping the DDP model, right before ``destroy_process_group()``: collect it (a
+    DDP model freed after its group may hang or abort: its reducer's hooks use the group), then
+    wait 50 ms without the GIL, which gloo's worker thread may need to free the last tensors,
+    while torch before pytorch/pytorch#154976 (2.4.1 too) destroys a gloo group holding the GIL
+    and waiting for that thread: a deadlock (pytorch/pytorch#56297)."""
     gc.collect()
     time.sleep(0.05)
 
 
 def leave_process_group_after_error() -> None:
-    """What a08's last line does on success, after an error: leave the process group. The
-    frames of the error's traceback still hold the DDP model, so they are cleared first."""
+    """a08's last line, after an error: leave the process group, once the frames of the
+    error's traceback (which hold the DDP model) are cleared."""
     if not (dist.is_available() and dist.is_initialized()):
         return
     error = sys.exc_info()[1]
@@ -139,8 +124,8 @@ def leave_process_group_after_error() -> None:
 
 
 def explain_distributed_error(err: Exception) -> str | None:
-    """One line, cause and fix, for the ways a process group fails to start or breaks down;
-    None for any other error."""
+    """One line, cause and fix, for a process group that fails to start or breaks down; None
+    for any other error."""
     if not isinstance(err, RuntimeError):  # torch's DistError and its kin are RuntimeErrors
         return None
     message = str(err)

@@ -3,7 +3,6 @@ says of the run, the training time, and the accuracy over all processes."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from common import compute_accuracy
@@ -29,21 +28,6 @@ def describe_run(device: torch.device) -> None:
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The model inside a DistributedDataParallel (or DataParallel) wrapper, or the model."""
     return getattr(model, "module", model)
-
-
-class TrainingClock:
-    """The training time of all processes together: started when all are ready, stopped when
-    the slowest is done (start-up and evaluation excluded)."""
-
-    def __init__(self) -> None:
-        dist.barrier()
-        self.start = time.perf_counter()
-        self.seconds = 0.0
-
-    def stop(self) -> float:
-        dist.barrier()
-        self.seconds = time.perf_counter() - self.start
-        return self.seconds
 
 
 def report_summary(trained: Any, batch_size: int) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import weakref
 from collections.abc import Iterator
 from typing import IO, Any
 
 from common.extras.checkpoint import CheckpointError, atomic_path, safe_load
 from common.extras.errors import require_finite_loss
-from common.extras.reporting import TrainingClock, describe_run, process_name, unwrap
+from common.extras.reporting import describe_run, process_name, unwrap
 
 import torch
 import torch.distributed as dist
@@ -27,58 +28,44 @@ except ImportError:  # Windows: no lock, the rest works
 
 
 class TrainingRecord:
-    """What a08 adds around section 7's loop, made right before training in every process
-    (it is collective): rank 0 says how many processes train where; the run resumes from
-    --snapshot; the clock of all processes starts. ``epochs`` gives the epochs left, saving the
-    snapshot after each; ``keep`` keeps each loss (for --plot and the summary) and stops a
+    """What a08 adds around section 7's loop, made right before training in every process (it
+    is collective): rank 0 says how many processes train where; the run resumes from
+    --snapshot, whose settings must match this run's (the number of processes may differ); the
+    clock of all processes starts once all are ready. ``epochs`` gives the epochs left, saving
+    the snapshot after each; ``keep`` keeps each loss (for --plot and the summary) and stops a
     diverged run, which saves nothing."""
 
     def __init__(self, args: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  device: torch.device) -> None:
         describe_run(device)
-        settings = {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
-                    "--num-samples": args.num_samples}  # what a resumed run must share
-        self.snapshot = Snapshot(args.snapshot, model, optimizer, settings, args.epochs)
+        self.path = args.snapshot
+        self.model = unwrap(model)  # its state_dict without DDP's "module." prefix
+        self.optimizer = optimizer
+        self.settings = {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
+                         "--num-samples": args.num_samples}  # what a resumed run must share
+        completed = self._restore()
+        self.first_epoch = min(completed, args.epochs)
+        if completed:
+            name = process_name(device)
+            print(f"{name} Resuming from epoch {self.first_epoch} ({self.path}): continuing "
+                  f"with epoch {self.first_epoch + 1}" if self.first_epoch < args.epochs else
+                  f"{name} {self.path} holds {completed} finished epochs, all that --epochs "
+                  f"{args.epochs} asks for: nothing left to train (a larger --epochs trains on)")
         self.losses: list[float] = []
         self.seconds: float | None = None
-        self.clock = TrainingClock()
+        dist.barrier()  # the clock: from when all are ready to when the slowest is done
+        self.start = time.perf_counter()
 
     def epochs(self, num_epochs: int) -> Iterator[int]:
-        for epoch in range(self.snapshot.first_epoch, num_epochs):
+        for epoch in range(self.first_epoch, num_epochs):
             yield epoch
-            self.snapshot.save(epochs_completed=epoch + 1)
-        self.seconds = self.clock.stop()
+            self.save(epochs_completed=epoch + 1)
+        dist.barrier()
+        self.seconds = time.perf_counter() - self.start
 
     def keep(self, loss: torch.Tensor) -> None:
         self.losses.append(loss.item())
         require_finite_loss(self.losses[-1])
-
-
-class Snapshot:
-    """Create it right before training, in every process (restoring is collective).
-    ``first_epoch`` is where training starts: 0 without a snapshot to resume from.
-    ``settings`` (flag -> value) must match the snapshot's to resume from it; the number of
-    processes may differ."""
-
-    def __init__(self, path: str | None, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer, settings: dict[str, Any],
-                 epochs: int) -> None:
-        self.path = path
-        self.model = unwrap(model)  # its state_dict without DDP's "module." prefix
-        self.optimizer = optimizer
-        self.settings = settings
-        completed = self._restore()
-        self.first_epoch = min(completed, epochs)
-        if not completed:
-            return
-        name = process_name(next(self.model.parameters()).device)
-        if self.first_epoch < epochs:
-            print(f"{name} Resuming from epoch {self.first_epoch} ({self.path}): "
-                  f"continuing with epoch {self.first_epoch + 1}")
-        else:
-            print(f"{name} {self.path} holds {completed} finished epochs, all that "
-                  f"--epochs {epochs} asks for: nothing left to train (a larger --epochs "
-                  f"trains on)")
 
     def save(self, epochs_completed: int) -> None:
         """Rank 0 writes the snapshot (no-op without --snapshot)."""
@@ -132,7 +119,7 @@ class Snapshot:
         return payload
 
     def _take_lock(self) -> str | None:
-        """An exclusive lock on a file beside the snapshot, held while this Snapshot lives
+        """An exclusive lock on a file beside the snapshot, held while this record lives
         (the system releases it even after kill -9, so a crashed run never blocks the next;
         only its empty lock file stays); None, or why it cannot be had."""
         if fcntl is None:
