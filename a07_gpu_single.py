@@ -78,8 +78,9 @@ def main() -> None:
     args = extras.parse_a07_flags(__doc__)  # EXTRA: the text's knobs and ours, checked
     extras.heading("9.1 Computations on GPU devices")
     section_9_1_tensors_on_device(args.device)
-    if args.benchmark:  # EXTRA: Exercise A.4, with its own heading
+    if args.benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
         extras.exercise_a4(args.sizes)
+        gpu_articles.tensor_cores(max(args.sizes))
 
     extras.heading("9.2 Single-GPU training")
     trained = train_tutorial_model(args)

@@ -8,13 +8,16 @@ published fixed (each fix says FIXED and why); then the parts that run and measu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from common import NeuralNetwork, compute_accuracy, toy_loaders
 from common.extras.cli import heading
+from common.extras.matmul_benchmark import time_matmul
+from common.extras.old_torch import current_accelerator
 from common.extras.precision import amp_problem, autocast
 
 import torch
@@ -388,3 +391,57 @@ def train_in_precision(amp: str | None, args: Any,
                 optimizer.step()
             losses.append(loss.item())
     return losses, compute_accuracy(model, train_loader, device)
+
+
+AMPERE = (8, 0)  # the CUDA capability from which tensor cores compute TF32 and bfloat16
+
+
+@contextlib.contextmanager
+def tf32_matmul(enabled: bool) -> Iterator[None]:
+    """float32 matrix products on CUDA's TF32 tensor cores, or not, in the enclosed block:
+    ``fp32_precision`` from torch 2.9 (2.9.x warns on reading ``allow_tf32``), before it
+    ``allow_tf32``."""
+    matmul = torch.backends.cuda.matmul
+    name = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"
+    previous = getattr(matmul, name)
+    setattr(matmul, name, ("tf32" if enabled else "ieee") if name == "fp32_precision" else enabled)
+    try:
+        yield
+    finally:
+        setattr(matmul, name, previous)
+
+
+def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype, bool]], str]:
+    """(name, dtype, TF32 on) of what this device multiplies fast beyond float32, and a note on
+    what it lacks: TF32 and bfloat16 on the tensor cores of CUDA GPUs from Ampere on (older
+    ones, Colab's T4 among them, report bfloat16 as supported: torch emulates it, slowly);
+    float16 on GPUs; bfloat16 on CPUs and MPS (a CPU has no fast float16 path)."""
+    if device.type != "cuda":
+        return ([("bfloat16", torch.bfloat16, False)]
+                + ([("float16", torch.float16, False)] if device.type != "cpu" else []),
+                "TF32 and float16 tensor cores: CUDA GPUs only (not here).")
+    capability = torch.cuda.get_device_capability(device)
+    if capability >= AMPERE:
+        return ([("TF32", torch.float32, True), ("bfloat16", torch.bfloat16, False),
+                 ("float16", torch.float16, False)], "")
+    return ([("float16", torch.float16, False)],
+            f"TF32 and bfloat16: no tensor cores for them below compute capability 8.0 (this "
+            f"GPU: {capability[0]}.{capability[1]}; torch emulates bfloat16, slower than "
+            f"float32), so not offered.")
+
+
+def tensor_cores(size: int) -> None:
+    """a07 --benchmark: the GPU guide's tensor cores and lower precisions, timed on the
+    accelerator (or the CPU): one size x size product in each precision the device computes
+    fast, with its speed-up over float32."""
+    device = torch.device(current_accelerator() or "cpu")
+    heading(f"GPU guide: tensor cores and lower precisions ({device.type}, {size} x {size})")
+    base = time_matmul((size,) * 3, device)
+    print(f"{'float32':>9}: {base * 1e3:9.3f} ms")
+    fast, lacking = lower_precisions(device)
+    for name, dtype, tf32 in fast:
+        with tf32_matmul(tf32):
+            seconds = time_matmul((size,) * 3, device, dtype=dtype)
+        print(f"{name:>9}: {seconds * 1e3:9.3f} ms, {base / seconds:5.1f}x float32's speed")
+    if lacking:
+        print(lacking)

@@ -311,7 +311,7 @@ def test_benchmark_offers_only_precisions_with_fast_hardware(device, capability,
     has no tensor cores for it or for TF32, so neither is offered as a speed-up."""
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
-    fast, lacking = matmul_benchmark.lower_precisions(torch.device(device))
+    fast, lacking = gpu_articles.lower_precisions(torch.device(device))
     assert [name for name, _, _ in fast] == offered
     assert note in lacking
 
@@ -338,9 +338,9 @@ def test_tf32_is_set_the_way_this_torch_wants(recwarn):
     matmul = torch.backends.cuda.matmul
     name = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"
     before = getattr(matmul, name)
-    with matmul_benchmark.tf32_matmul(True):
+    with gpu_articles.tf32_matmul(True):
         assert getattr(matmul, name) in ("tf32", True)
-    with matmul_benchmark.tf32_matmul(False):
+    with gpu_articles.tf32_matmul(False):
         assert getattr(matmul, name) in ("ieee", False)
     assert getattr(matmul, name) == before
     assert not [w for w in recwarn if "allow_tf32" in str(w.message)]

@@ -1,6 +1,6 @@
-"""Choosing the device to train on (our addition to section 9): a07's --device, which works on
-every machine and says clearly when the asked-for device is not there, what a07's section 9.1
-shows on a CPU-only machine, and a08's one device per process."""
+"""The device to train on (our addition to section 9): a07's --device, which says clearly when
+the device asked for is not there, a07's section 9.1 on a CPU-only machine, and a08's one
+device per process."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 
 def add_device_flag(parser: argparse.ArgumentParser) -> None:
-    """a07's --device: parsed into a torch.device, or None for ``auto`` (the script then makes
-    the tutorial's own choice); a device this machine lacks is a usage error (exit 2)."""
+    """a07's --device: a torch.device, or None for ``auto`` (the tutorial's own choice); a
+    device this machine lacks is a usage error (exit 2)."""
     parser.add_argument("--device", choices=DEVICE_CHOICES, default=None, action=_ParseDevice,
                         help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
 
@@ -31,7 +31,6 @@ class _ParseDevice(argparse.Action):
 
 
 def device_from_flag(parser: argparse.ArgumentParser, name: str) -> torch.device | None:
-    """The device that --device names, or None for ``auto``."""
     if name == "auto":
         return None
     if name == "cuda" and not torch.cuda.is_available():
@@ -49,9 +48,8 @@ def device_to_show(device: torch.device | None) -> torch.device:
 
 
 def show_device(device: torch.device | None) -> torch.device:
-    """a07's section 9.1: the device to show (--device, else the accelerator, else the CPU),
-    named in one line; on the CPU, what the GPU lines would print; on MPS, that its digits
-    differ from the text's."""
+    """a07's section 9.1: the device to show, named; on the CPU, what the GPU lines would
+    print; on MPS, that its digits differ from the text's."""
     device = device_to_show(device)
     if device.type == "cpu":
         explain_cpu_only(device)
@@ -63,7 +61,6 @@ def show_device(device: torch.device | None) -> torch.device:
 
 
 def explain_cpu_only(device: torch.device) -> None:
-    """What a07's section 9.1 prints where its GPU lines cannot run: what they would show."""
     reason = "--device cpu" if current_accelerator() else "no accelerator found"
     print(f"Training device: {device.type} ({reason}).")
     print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
@@ -72,10 +69,10 @@ def explain_cpu_only(device: torch.device) -> None:
 
 
 def rosetta_note() -> str | None:
-    """On an Apple-silicon Mac, a Python built for Intel (x86_64) runs under Rosetta: pip gives
-    it Intel Macs' torch, 2.2.2 at most, without MPS. One line saying so and what to do; None
-    elsewhere. (macOS says 1 for ``sysctl.proc_translated`` in a translated process; an Intel
-    Mac has no such key, and ``-i`` makes sysctl print nothing for it.)"""
+    """One line where an Intel (x86_64) Python runs under Rosetta on an Apple-silicon Mac (pip
+    gives it Intel Macs' torch, 2.2.2 at most, without MPS), or None. macOS says 1 for
+    ``sysctl.proc_translated`` in a translated process; an Intel Mac has no such key (``-i``:
+    sysctl then prints nothing)."""
     if platform.system() != "Darwin" or platform.machine() != "x86_64":
         return None
     try:
@@ -92,8 +89,8 @@ def rosetta_note() -> str | None:
 
 
 def mps_digits_note(device: torch.device) -> str | None:
-    """On Apple's GPU the losses differ from the text's (and from run to run) in the digits
-    (rasbt/LLMs-from-scratch#635, #791, #1020): one line saying so, or None off MPS."""
+    """On MPS the losses differ from the text's and from run to run in the digits
+    (rasbt/LLMs-from-scratch#635, #791, #1020): one line saying so, or None."""
     if device.type != "mps":
         return None
     note = ("Note: on MPS the losses may differ from the text's in the digits, and from run to "
@@ -106,7 +103,7 @@ def mps_digits_note(device: torch.device) -> str | None:
 def device_for_process(parser: argparse.ArgumentParser, name: str,
                        launch: Launch) -> torch.device:
     """a08: one GPU per process (LOCAL_RANK picks it), or the CPU; ``auto`` falls back to the
-    CPU where this machine has too few GPUs, and says why where it has some."""
+    CPU where there are too few GPUs, and says why where there are some."""
     if name == "cpu":
         return torch.device("cpu")
     gpus = torch.cuda.device_count()

@@ -1,11 +1,10 @@
-"""Run the whole companion in the tutorial's order: python -m common.extras.walkthrough
+"""Every script in the tutorial's order: python -m common.extras.walkthrough
 
-Each script runs in a fresh temporary folder (so a06's model.pth leaves no litter), its output
-passed on to the terminal line by line; the walkthrough stops with a clear message at the first
-that fails. a08 runs under torchrun with two processes, as section 9.3 shows it (on Windows,
-where torchrun cannot start, with --spawn 2). A Ctrl-C or SIGTERM stops the script that runs
-and ends the walkthrough with one line (torchrun's own log of it, and its workers' lines, are
-not passed on).
+Each runs in a fresh temporary folder (a06's model.pth leaves no litter), its output passed on
+line by line; the first that fails stops the walkthrough with one line. a08 runs under
+torchrun with two processes, as section 9.3 shows it (--spawn 2 on Windows, where torchrun
+cannot start). Ctrl-C or SIGTERM stops the script and ends the walkthrough with one line
+(torchrun's own log of it is not passed on).
 """
 
 from __future__ import annotations
@@ -87,10 +86,9 @@ def run_step(script: str, nproc: int | None, arguments: list[str]) -> tuple[int,
 
 def run_passing_output_on(command: list[str], workdir: str, env: dict | None) -> int:
     """Run ``command`` in its own session (a Ctrl-C at the terminal reaches only this process),
-    passing its output on line by line, standard error with standard output. On Ctrl-C or
-    SIGTERM here: stop passing it on, stop the command (SIGINT, as the terminal would have sent;
-    torchrun passes it to its workers), and raise KeyboardInterrupt once it has ended. A reader
-    that stops reading (``| head``) ends the passing on; the command's output is read on."""
+    passing its output on line by line, standard error with it. On Ctrl-C or SIGTERM: stop the
+    command (SIGINT, as the terminal would; torchrun passes it on) and raise KeyboardInterrupt
+    once it has ended. A reader that stops (``| head``) ends the passing on, not the reading."""
     process = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
     passing_on = True
