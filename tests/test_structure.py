@@ -9,9 +9,9 @@ from pathlib import Path
 from conftest import ROOT
 
 COMMON = ROOT / "common"
-# 2,147 on 2026-11-25 (2,425 before the signal handling moved to common/ending.py and --spawn
-# to torch's own spawn); issue 28 aims at 1,600: what stands above it is features
-BUDGET = 2_150
+# issue 28's budget for the machinery (2,425 lines before it); the GPU articles' parts live
+# beside their models in common/gpu_articles.py, outside it
+BUDGET = 1_600
 
 
 def module_name(path: Path) -> str:

@@ -23,12 +23,9 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from common.extras.errors import UserError
 from common.startup import ROOT
-
-import torch
 
 
 class CheckpointError(UserError):
@@ -163,12 +160,6 @@ _KNOWN_LOAD_ERRORS = [  # (a sign in torch's message, what it means and what to 
      "model.module.state_dict() there instead, or strip the prefix with "
      "torch.nn.modules.utils.consume_prefix_in_state_dict_if_present"),
 ]
-
-
-def safe_load(path: str | os.PathLike) -> Any:
-    """torch.load onto the CPU, ``weights_only``; any unusable file raises CheckpointError."""
-    with explain_checkpoint_errors(path):
-        return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _raised_by_the_learners_code(err: Exception) -> bool:

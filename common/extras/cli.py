@@ -129,18 +129,15 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
         print(f"error: no space left on the device ({err.filename or 'the output'}); free some "
               f"space, or write elsewhere", file=sys.stderr)
         sys.exit(1)
-    except MemoryError:
-        print(_NO_MEMORY, file=sys.stderr)
-        sys.exit(1)
     except KeyboardInterrupt:
         signal_ending.say(signal.SIGINT)
         sys.exit(130)
     except Exception as err:
-        if isinstance(err, RuntimeError) and any(
-                sign in str(err) for sign in ("can't allocate memory", "out of memory")):
-            print(_NO_MEMORY, file=sys.stderr)  # torch's allocators say it so, CPU and GPU
-            sys.exit(1)
-        explained = ending.explain(err)
+        # torch's allocators, CPU and GPU, say "can't allocate memory" or "out of memory"
+        no_memory = isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and any(
+            sign in str(err) for sign in ("can't allocate memory", "out of memory")))
+        explained = ("not enough memory for what the flags ask (--num-samples, --batch-size, "
+                     "--sizes?); ask for less") if no_memory else ending.explain(err)
         if explained is None:
             raise
         print(f"error: {explained}", file=sys.stderr)  # every process: each may differ
@@ -156,6 +153,3 @@ def stdout_to_null() -> None:
     os.dup2(null, sys.stdout.fileno())
     os.close(null)
 
-
-_NO_MEMORY = ("error: not enough memory for what the flags ask (--num-samples, --batch-size, "
-              "--sizes?); ask for less")

@@ -2,13 +2,9 @@
 
 
 class UserError(Exception):
-    """A problem the user can fix (a bad file, a folder that cannot be written): ``run``
-    prints its message as ``error: ...`` and exits with status 1.
-
-    Under torchrun every process meets most such errors alike, so only the first process
-    prints them; an error that one process finds on its own (its launch variables) sets
-    ``every_process``, so that it is said even where the first process says nothing.
-    """
+    """A problem the user can fix: ``run`` prints ``error: <message>`` and exits with 1. Only
+    the first process says it, as every process meets most such errors alike; one that a
+    process finds on its own (its launch variables) sets ``every_process``."""
 
     every_process = False
 

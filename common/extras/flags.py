@@ -13,7 +13,7 @@ from common import toy_data
 from common.ending import started_by_a_script
 from common.extras.checkpoint import check_writable
 from common.extras.cli import add_training_flags, make_parser, positive_float, positive_int
-from common.extras.data import check_batch_fits, gives_full_batches, samples_needed
+from common.extras.data import check_batch_fits, gives_full_batches
 from common.extras.devices import add_device_flag, device_for_process, device_to_show
 from common.extras.launcher import Launch, read_launch
 from common.extras.matmul_benchmark import add_benchmark_flags
@@ -30,8 +30,7 @@ def seconds(text: str) -> timedelta:
 
 
 def parse_a07_flags(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
-    """a07's flags: the tutorial's knobs, --plot, --device, --benchmark and --sizes (Exercise
-    A.4), --amp and --gpu-guides, with the checks no single flag's type can make."""
+    """a07's flags, with the checks no single flag's type can make."""
     parser = make_parser(doc)
     for add in (add_training_flags, add_plot_flag, add_device_flag, add_benchmark_flags,
                 add_amp_flag):
@@ -79,8 +78,8 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Launch:
-    """This process's place among the processes (torchrun's variables, or what --spawn N will
-    give its workers), after the usage errors that no single flag's type can find."""
+    """This process's place (torchrun's variables, or what --spawn N gives its workers), after
+    the usage errors no single flag's type can find."""
     spawning = args.spawn and not started_by_a_script()  # --spawn's parent, not its workers
     if spawning and "RANK" in os.environ:
         parser.error("argument --spawn: torchrun already started the processes; use one or "
@@ -96,7 +95,7 @@ def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             args.num_samples, launch.world_size, args.batch_size):
         parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
                      f"{launch.world_size} processes without a full batch of {args.batch_size}; "
-                     f"use at least {samples_needed(launch.world_size, args.batch_size)}")
+                     f"use at least {launch.world_size * args.batch_size}")
     if not torch.cuda.is_available():
         # The text's loader pins memory for faster copies to a GPU; without one, torch only
         # warns that pinning does nothing, which a learner can do nothing about.

@@ -12,8 +12,7 @@ from common.extras.errors import UserError
 
 
 class LaunchError(UserError):
-    """A launch variable that is missing, malformed or inconsistent; each process checks its
-    own, so each one says so."""
+    """A launch variable missing, malformed or inconsistent: each process says so of its own."""
 
     every_process = True
 
@@ -95,8 +94,7 @@ def launch_for_messages(environ: Mapping[str, str] = os.environ) -> Launch:
 
 
 def is_first_process(environ: Mapping[str, str] = os.environ) -> bool:
-    """Global rank 0, or one plain process; every process where the variables are broken (a
-    message then comes from each rather than none)."""
+    """Rank 0, or one plain process; every process where the variables are broken."""
     return launch_for_messages(environ).rank == 0
 
 

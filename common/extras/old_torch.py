@@ -1,6 +1,5 @@
-"""What older torch releases lack, in one place: the rest of the machinery asks here instead of
-checking versions itself. The oldest torch the scripts run on is 2.2.2, the last for Intel Macs
-(pyproject's markers); elsewhere the project asks for 2.4 or newer."""
+"""What older torch releases lack, asked here and nowhere else. The oldest torch the scripts run
+on is 2.2.2, the last for Intel Macs (pyproject's markers); elsewhere they ask for 2.4+."""
 
 from __future__ import annotations
 
@@ -18,8 +17,8 @@ def torch_older_than(major: int, minor: int) -> bool:
 
 
 def current_accelerator() -> str | None:
-    """The machine's accelerator type ('cuda', 'mps', ...), or None for a CPU-only machine.
-    torch.accelerator (2.6+) knows every backend; older torch is asked about CUDA and MPS."""
+    """'cuda', 'mps', ... or None on a CPU-only machine: torch.accelerator (2.6+) knows every
+    backend; older torch is asked about CUDA and MPS."""
     accelerator_api = getattr(torch, "accelerator", None)
     if accelerator_api is not None and hasattr(accelerator_api, "current_accelerator"):
         if not accelerator_api.is_available():  # before 2.7, current_accelerator() may not be None
@@ -33,16 +32,15 @@ def current_accelerator() -> str | None:
 
 
 def autocast_available(device_type: str) -> bool:
-    """Whether this torch has autocast for ``device_type`` at all (it names none for MPS before
-    2.5); torch before 2.4 cannot say, and is taken at its word when autocast is built."""
+    """Whether this torch has autocast for ``device_type`` (none for MPS before 2.5); torch
+    before 2.4 cannot say, and is taken at its word when autocast is built."""
     is_available = getattr(torch.amp, "is_autocast_available", None)
     return is_available is None or is_available(device_type)
 
 
 def device_id(device: torch.device) -> dict[str, torch.device]:
-    """``init_process_group``'s ``device_id=`` for a CUDA device (torch 2.3+; NCCL then knows its
-    GPU up front, and torch 2.8 to 2.14 warn without it), as keyword arguments: none on the
-    CPU, or where this torch lacks the parameter."""
+    """``init_process_group``'s ``device_id=`` for a CUDA device (torch 2.3+: NCCL knows its
+    GPU up front; 2.8 to 2.14 warn without it), as keyword arguments; none elsewhere."""
     if device.type != "cuda" or "device_id" not in inspect.signature(
             dist.init_process_group).parameters:
         return {}

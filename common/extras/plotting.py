@@ -1,6 +1,5 @@
-"""a05, a07 and a08 --plot: the training loss per batch, and the toy data with the learned decision
-boundary. matplotlib is optional (pip install matplotlib); it is imported only for a plot.
-"""
+"""a05, a07 and a08 --plot: the loss per batch, and the toy data with the learned decision
+boundary. matplotlib is optional, imported only for a plot."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def _plot_path(text: str) -> str:
 
 def plot_training(losses: list[float], model: torch.nn.Module,
                   path: str | os.PathLike) -> None:
-    """Save the plot of section 7's training on the toy data to ``path``. Under DDP only the
-    first process plots (its own losses; the model is the same in every process)."""
+    """Save the plot to ``path``; under DDP rank 0's (its losses; the model is the same)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:

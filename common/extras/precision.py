@@ -28,11 +28,10 @@ def check_amp(parser: argparse.ArgumentParser, amp: str | None, device_type: str
 
 
 def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
-    """Why training under autocast in ``dtype`` cannot run on ``device_type`` with this torch,
-    or None where it can. float16 is for GPUs (a CPU has no fast float16 path). Otherwise torch
-    itself is asked: it has no autocast at all for MPS before 2.5, and where a dtype is not
-    supported (bfloat16 on MPS before torch 2.6 or macOS 14) it warns and quietly computes in
-    float32 instead, so a run would be labelled with a precision it never used."""
+    """Why autocast in ``dtype`` cannot run on ``device_type`` with this torch, or None. float16
+    is for GPUs; otherwise torch is asked: it has no MPS autocast before 2.5, and where a dtype
+    is unsupported (bfloat16 on MPS before torch 2.6 or macOS 14) it warns and computes in
+    float32, so a run would be labelled with a precision it never used."""
     name = str(dtype).removeprefix("torch.")
     if dtype == torch.float16 and device_type == "cpu":
         return "float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on the CPU use bf16"
@@ -51,11 +50,10 @@ def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
 
 
 def autocast(device: torch.device, amp: str | None) -> contextlib.AbstractContextManager:
-    """``torch.autocast`` in the --amp precision on the device's type, or nothing without
-    --amp. (``torch.cuda.amp.autocast``, which the GPU guide names, is deprecated for this.)
-    a07 and a08 keep the tutorial's own backward and step lines, so --amp fp16 trains without
-    a GradScaler: this small model's gradients stay far inside float16's range. The GPU guide's
-    part on mixed precision shows the scaler (``gpu_articles.train_in_precision``)."""
+    """``torch.autocast`` in the --amp precision (the guide's ``torch.cuda.amp.autocast`` is
+    deprecated), or nothing. a07 and a08 keep the text's backward and step, so fp16 trains
+    without a GradScaler: this small model's gradients stay far inside float16's range
+    (``gpu_articles.train_in_precision`` shows the scaler)."""
     if amp is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[amp])

@@ -1,5 +1,4 @@
-"""What a08 says beyond the tutorial's lines: the name of each process's lines, what rank 0
-says of the run, the training time, and the accuracy over all processes."""
+"""What a08 says beyond the tutorial's lines: each process's name, and rank 0's summary."""
 
 from __future__ import annotations
 
@@ -13,29 +12,18 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 
 def process_name(device: torch.device) -> str:
-    """The prefix of a process's lines: [GPU0], [GPU1], ... as in the text, or [CPU0], ... where
-    the processes train on CPUs. The global rank, unique across machines."""
+    """[GPU0], [GPU1], ... as in the text, or [CPU0], ... on CPUs: the global rank."""
     return f"[{'GPU' if device.type == 'cuda' else 'CPU'}{dist.get_rank()}]"
 
 
-def describe_run(device: torch.device) -> None:
-    """Rank 0 says how many processes train, on which device, with which backend."""
-    if dist.get_rank() == 0:
-        print(f"Processes: {dist.get_world_size()}, training on {device.type} "
-              f"with the {dist.get_backend()} backend")
-
-
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The model inside a DistributedDataParallel (or DataParallel) wrapper, or the model."""
     return getattr(model, "module", model)
 
 
 def report_summary(trained: Any, batch_size: int) -> None:
-    """Rank 0's last lines, once every process has printed its own (``trained``: a08's
-    ``Trained``): the training time and throughput over all processes, then the accuracy over
-    all processes on the training and the test set, every example counted exactly once (in
-    the tutorial, DistributedSampler pads each process's slice and every process scores the
-    whole test set on its own), then whether all processes ended with the same parameters."""
+    """Rank 0's last lines, after every process's own: training time and throughput, accuracy
+    over all processes with every example counted once (the text's DistributedSampler pads
+    slices, and each process scores the whole test set), and whether the parameters agree."""
     counts = [count_correct_globally(unwrap(trained.model), loader.dataset, trained.device)
               for loader in (trained.train_loader, trained.test_loader)]  # all have printed
     same = parameters_identical_everywhere(trained.model)
@@ -52,8 +40,8 @@ def report_summary(trained: Any, batch_size: int) -> None:
 
 
 def parameters_identical_everywhere(model: torch.nn.Module) -> bool:
-    """Whether every process holds exactly the parameters rank 0 holds: what DDP's gradient
-    averaging promises (each process trained on other examples). Collective."""
+    """Whether every process holds exactly rank 0's parameters, as DDP's gradient averaging
+    promises (each trained on other examples). Collective."""
     mine = torch.cat([p.detach().reshape(-1) for p in unwrap(model).parameters()])
     rank_0s = mine.clone()
     dist.broadcast(rank_0s, src=0)
@@ -64,8 +52,8 @@ def parameters_identical_everywhere(model: torch.nn.Module) -> bool:
 
 def count_correct_globally(model: torch.nn.Module, dataset: Dataset,
                            device: torch.device) -> tuple[int, int]:
-    """(correct, total) over the whole dataset: each process scores a disjoint slice with the
-    tutorial's compute_accuracy, then the counts are summed across processes."""
+    """(correct, total) over the dataset: each process scores a disjoint slice with the
+    tutorial's compute_accuracy; the counts are summed across processes."""
     mine = Subset(dataset, range(dist.get_rank(), len(dataset), dist.get_world_size()))
     total = len(mine)
     correct = 0

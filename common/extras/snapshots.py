@@ -14,9 +14,9 @@ import weakref
 from collections.abc import Iterator
 from typing import IO, Any
 
-from common.extras.checkpoint import CheckpointError, atomic_path, safe_load
+from common.extras.checkpoint import CheckpointError, atomic_path, explain_checkpoint_errors
 from common.extras.errors import require_finite_loss
-from common.extras.reporting import describe_run, process_name, unwrap
+from common.extras.reporting import process_name, unwrap
 
 import torch
 import torch.distributed as dist
@@ -28,16 +28,16 @@ except ImportError:  # Windows: no lock, the rest works
 
 
 class TrainingRecord:
-    """What a08 adds around section 7's loop, made right before training in every process (it
-    is collective): rank 0 says how many processes train where; the run resumes from
-    --snapshot, whose settings must match this run's (the number of processes may differ); the
-    clock of all processes starts once all are ready. ``epochs`` gives the epochs left, saving
-    the snapshot after each; ``keep`` keeps each loss (for --plot and the summary) and stops a
-    diverged run, which saves nothing."""
+    """What a08 adds around section 7's loop, made right before it in every process
+    (collective): rank 0 describes the run; it resumes from --snapshot where the settings match;
+    the clock starts. ``epochs`` gives the epochs left, saving the snapshot after each; ``keep``
+    keeps each loss (for --plot and the summary) and stops a diverged run."""
 
     def __init__(self, args: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  device: torch.device) -> None:
-        describe_run(device)
+        if dist.get_rank() == 0:
+            print(f"Processes: {dist.get_world_size()}, training on {device.type} "
+                  f"with the {dist.get_backend()} backend")
         self.path = args.snapshot
         self.model = unwrap(model)  # its state_dict without DDP's "module." prefix
         self.optimizer = optimizer
@@ -105,7 +105,8 @@ class TrainingRecord:
         if not os.path.exists(self.path):
             return None
         try:
-            payload = safe_load(self.path)
+            with explain_checkpoint_errors(self.path):
+                payload = torch.load(self.path, map_location="cpu", weights_only=True)
         except CheckpointError as err:
             return str(err)
         if not isinstance(payload, dict) or "epochs_completed" not in payload:
