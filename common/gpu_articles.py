@@ -1,6 +1,7 @@
 """The two GPU articles that came with the tutorial (a short GPU how-to and a longer GPU
 guide), runnable: a07 --gpu-guides runs each part under a heading that names its article, on
-a07's device, and says in one line what cannot run there.
+a07's device, and says in one line what cannot run there; a07 --benchmark times the guide's
+tensor cores after Exercise A.4.
 
 First the articles' models, written as the articles write them, with what was broken as
 published fixed (each fix says FIXED and why); then the parts that run and measure them."""

@@ -45,11 +45,12 @@ class TrainingRecord:
                          "--num-samples": args.num_samples}  # what a resumed run must share
         completed = self._restore()
         self.first_epoch = min(completed, args.epochs)
-        if completed:
-            name = process_name(device)
+        name = process_name(device)
+        if completed and self.first_epoch < args.epochs:
             print(f"{name} Resuming from epoch {self.first_epoch} ({self.path}): continuing "
-                  f"with epoch {self.first_epoch + 1}" if self.first_epoch < args.epochs else
-                  f"{name} {self.path} holds {completed} finished epochs, all that --epochs "
+                  f"with epoch {self.first_epoch + 1}")
+        elif completed:
+            print(f"{name} {self.path} holds {completed} finished epochs, all that --epochs "
                   f"{args.epochs} asks for: nothing left to train (a larger --epochs trains on)")
         self.losses: list[float] = []
         self.seconds: float | None = None
