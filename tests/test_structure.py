@@ -1,9 +1,11 @@
 """The machinery stays easy to change: no import cycle in common/ (imports inside functions
-included), common/extras/ within its budget of lines, and no script or helper that changes
-``args`` after argparse has returned it."""
+included), common/extras/ within its budget of lines, no script or helper that changes
+``args`` after argparse has returned it, and the mutation benchmark's lines still in the
+scripts."""
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 from conftest import ROOT
@@ -90,3 +92,14 @@ def test_nothing_assigns_to_args_after_parsing():
             if re.search(r"\bargs\.\w+\s*=[^=]", line) or "setattr(args" in line:
                 offenders.append(f"{path.name}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_every_mutation_finds_its_line_once():
+    """tests/benchmarks/mutate_tutorial_lines.py replaces whole lines of the scripts: a line
+    reworded there (a comment added) must be reworded in its list too, or its full run stops
+    at that line after many minutes (as it did once, on a08's batch-to-device line)."""
+    sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+    import mutate_tutorial_lines as benchmark
+
+    for mutation in benchmark.MUTATIONS:
+        benchmark.apply(mutation, (ROOT / mutation.path).read_text())  # exits if not one line

@@ -124,8 +124,8 @@ MUTATIONS = [
              'CUDA context on GPU 0 each', "pin_memory=False,"),
     Mutation("a08_ddp_torchrun.py", "torch.cuda.set_device(device)  # NEW: this process's GPU",
              "pass", ON_CPU + "it runs only where the processes train on GPUs"),
-    Mutation("a08_ddp_torchrun.py", "features, labels = features.to(device), labels.to(device)",
-             "pass", ON_CPU + "the batches are on the CPU already"),
+    Mutation("a08_ddp_torchrun.py", "features, labels = features.to(device), labels.to(device)"
+             "  # NEW: batch to device", "pass", ON_CPU + "the batches are on the CPU already"),
     Mutation("a08_ddp_torchrun.py", 'os.environ["MASTER_ADDR"] = "localhost"', "pass",
              "torchrun and --spawn set MASTER_ADDR, and one plain process meets "
              "through an in-memory store: the default is read by none of them"),
