@@ -37,21 +37,23 @@ def make_parser(doc: str | None) -> argparse.ArgumentParser:
 
 def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1."""
-    return _in_range(int, text, 1, "a whole number >= 1")
+    return _in_range(int, text, minimum=1, what="a whole number >= 1")
 
 
 def positive_float(text: str, maximum: float = 1e38) -> float:
     """argparse type: a finite number > 0, at most ``maximum`` (by default about the largest
     a float32, the model's own type, holds)."""
-    value = _in_range(float, text, 0.0, "a number > 0")
+    value = _in_range(float, text, minimum=0.0, what="a number > 0")
     if value == 0.0 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number > 0 (finite)")
-    return _in_range(float, text, 0.0, "a number > 0", maximum)
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {maximum:g})")
+    return value
 
 
 def seed(text: str) -> int:
     """argparse type: a seed torch.manual_seed takes, 0 to 2**64 - 1."""
-    return _in_range(int, text, 0, "a whole number >= 0", 2**64 - 1)
+    return _in_range(int, text, minimum=0, what="a whole number >= 0", maximum=2**64 - 1)
 
 
 def _in_range(kind: type, text: str, minimum: float, what: str,
@@ -63,8 +65,7 @@ def _in_range(kind: type, text: str, minimum: float, what: str,
     if value < minimum:
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
     if maximum is not None and value > maximum:
-        shown = format(maximum, "g" if kind is float else "")
-        raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {shown})")
+        raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {maximum})")
     return value
 
 
@@ -147,8 +148,7 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
 
 
 def stdout_to_null() -> None:
-    """Where stdout can take no more, point it at the null device, so that Python's own flush
-    at exit does not fail on it again."""
+    """stdout, which takes no more, to the null device: Python's flush at exit then passes."""
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, sys.stdout.fileno())
     os.close(null)
