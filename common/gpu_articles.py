@@ -17,8 +17,8 @@ from typing import Any
 
 from common import NeuralNetwork, compute_accuracy, toy_loaders
 from common.extras.cli import heading
+from common.extras.devices import device_to_show
 from common.extras.matmul_benchmark import time_matmul
-from common.extras.old_torch import current_accelerator
 from common.extras.precision import amp_problem, autocast
 
 import torch
@@ -435,7 +435,7 @@ def tensor_cores(size: int) -> None:
     """a07 --benchmark: the GPU guide's tensor cores and lower precisions, timed on the
     accelerator (or the CPU): one size x size product in each precision the device computes
     fast, with its speed-up over float32."""
-    device = torch.device(current_accelerator() or "cpu")
+    device = device_to_show(None)  # the accelerator, or the CPU where there is none
     heading(f"GPU guide: tensor cores and lower precisions ({device.type}, {size} x {size})")
     base = time_matmul((size,) * 3, device)
     print(f"{'float32':>9}: {base * 1e3:9.3f} ms")

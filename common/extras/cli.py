@@ -93,10 +93,9 @@ def heading(title: str) -> None:
 
 @dataclass(frozen=True)
 class Ending:
-    """What ``run`` does beyond its general rules, for a08: ``explain`` turns errors of its own
-    kind into one line (None: not one of them); ``cleanup`` runs however main() ended, but for
-    a signal, which ends the process at once (``common/ending.py``); ``stopped_hint`` ends the
-    SIGTERM line."""
+    """What ``run`` does beyond its rules, for a08: ``explain`` turns its own errors into one
+    line (None: not one of them); ``cleanup`` runs however main() ended, but for a signal, which
+    ends the process at once (``common/ending.py``); ``stopped_hint`` ends the SIGTERM line."""
 
     explain: Callable[[Exception], str | None] = lambda err: None
     cleanup: Callable[[], None] = lambda: None

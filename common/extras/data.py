@@ -17,6 +17,11 @@ def gives_full_batches(num_samples: int, world_size: int, batch_size: int) -> bo
     return math.ceil(num_samples / world_size) >= batch_size
 
 
+def samples_needed(world_size: int, batch_size: int) -> int:
+    """The fewest training examples that give every process one full batch."""
+    return world_size * batch_size
+
+
 def check_batch_fits(parser: argparse.ArgumentParser, batch_size: int,
                      num_examples: int) -> None:
     """a05 to a07: a batch larger than the data set would leave nothing to train on."""
@@ -27,12 +32,11 @@ def check_batch_fits(parser: argparse.ArgumentParser, batch_size: int,
 
 def enlarge_for_processes(X: torch.Tensor, y: torch.Tensor, world_size: int,
                           args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
-    """a08's training data: --num-samples examples if given (its flag check made sure they go
-    round), else the examples as they are, or, where some process would get no full batch, as
-    many noisy copies added as give each one a batch. Rank 0 says when it adds them."""
+    """a08's training data: --num-samples examples if given (checked to go round), else the
+    examples, with noisy copies where some process would get no full batch (rank 0 says so)."""
     num_samples = args.num_samples or len(y)
     if not gives_full_batches(num_samples, world_size, args.batch_size):
-        num_samples = world_size * args.batch_size  # the fewest that give each a batch
+        num_samples = samples_needed(world_size, args.batch_size)
         if dist.get_rank() == 0:
             print(f"Note: {len(y)} examples leave some of the {world_size} processes without "
                   f"a full batch of {args.batch_size}; training on {num_samples} (the examples "

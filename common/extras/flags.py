@@ -13,7 +13,7 @@ from common import toy_data
 from common.ending import started_by_a_script
 from common.extras.checkpoint import check_writable
 from common.extras.cli import add_training_flags, make_parser, positive_float, positive_int
-from common.extras.data import check_batch_fits, gives_full_batches
+from common.extras.data import check_batch_fits, gives_full_batches, samples_needed
 from common.extras.devices import add_device_flag, device_for_process, device_to_show
 from common.extras.launcher import Launch, read_launch
 from common.extras.matmul_benchmark import add_benchmark_flags
@@ -95,7 +95,7 @@ def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             args.num_samples, launch.world_size, args.batch_size):
         parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
                      f"{launch.world_size} processes without a full batch of {args.batch_size}; "
-                     f"use at least {launch.world_size * args.batch_size}")
+                     f"use at least {samples_needed(launch.world_size, args.batch_size)}")
     if not torch.cuda.is_available():
         # The text's loader pins memory for faster copies to a GPU; without one, torch only
         # warns that pinning does nothing, which a learner can do nothing about.

@@ -48,7 +48,6 @@ def device_id(device: torch.device) -> dict[str, torch.device]:
 
 
 def store_uses_libuv() -> bool:
-    """Whether a08's TCPStore asks for libuv: torch's default from 2.4, unless USE_LIBUV=0 (as
-    a08 sets on Windows, whose wheels lack libuv). Not before 2.4, where it was not the default
-    and its server aborts the process on a port in use (torch 2.2.2, measured)."""
+    """Whether a08's TCPStore asks for libuv: torch's default from 2.4, unless USE_LIBUV=0 (as on
+    Windows); not before 2.4, whose server aborts on a port in use (torch 2.2.2, measured)."""
     return os.environ.get("USE_LIBUV", "1") != "0" and not torch_older_than(2, 4)

@@ -52,8 +52,7 @@ def store_for_this_attempt(launch: Launch, timeout: timedelta) -> dist.Store:
 
 
 def tcp_store(launch: Launch, is_master: bool, timeout: timedelta) -> dist.TCPStore:
-    """A TCPStore at MASTER_ADDR:MASTER_PORT, with torch's C++ log of each failed connection
-    attempt (a stack dump per retry) kept off the terminal: a failure raises all the same."""
+    """A TCPStore at MASTER_ADDR:MASTER_PORT, torch's C++ stack dump per retry kept quiet."""
     host, port = launch.master
     with _stderr_silenced():
         return dist.TCPStore(host, port, world_size=launch.world_size, is_master=is_master,

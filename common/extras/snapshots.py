@@ -121,9 +121,8 @@ class TrainingRecord:
         return payload
 
     def _take_lock(self) -> str | None:
-        """An exclusive lock on a file beside the snapshot, held while this record lives
-        (the system releases it even after kill -9, so a crashed run never blocks the next;
-        only its empty lock file stays); None, or why it cannot be had."""
+        """An exclusive lock on a file beside the snapshot while this record lives (the system
+        releases it even after kill -9: a crashed run never blocks the next); None, or why not."""
         if fcntl is None:
             return None
         folder, name = os.path.split(os.path.abspath(self.path))
