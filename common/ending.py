@@ -21,6 +21,16 @@ imports ``common`` keep Python's own Ctrl-C (``cli.run`` then says the same line
   no such call: there the same thread looks at the worker's parent twice a second. Windows
   never changes a process's recorded parent, so an orphan there runs on until it next needs
   its peers.
+- A launcher that died before its worker could ask for that signal is invisible to the kernel's
+  call: the worker then compares its parent with its launcher, and ends at once where the two
+  differ (``end_if_orphaned``).
+- A signal to one of ``--spawn``'s workers is passed to their parent, which speaks and ends
+  them all, as if it had been sent the signal itself: the worker waits for that (a few seconds
+  at most), so that its peers never see it vanish and report a crash.
+- A file being written when the signal comes: its temporary copy is removed first
+  (``remove_if_stopped``); the file it would replace stays whole.
+- What a script adds to the stop line (a08: how to resume) it says once, with
+  ``add_to_stop_line``.
 - A process that a script forks (DataLoader's workers on Linux) gets Python's own handlers
   back, so that a signal sent to it does not reach this thread through the shared socket.
 """
@@ -35,13 +45,20 @@ import select
 import signal
 import socket
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 INTERRUPTED = "Interrupted (Ctrl-C): stopped before the end; files already written are whole."
 STOPPED = "Stopped (SIGTERM, e.g. a preempted job): files already written are whole"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 POLL_SECONDS = 0.5  # where the kernel cannot say that the parent died (macOS)
+LAUNCHER_GRACE_SECONDS = 5  # a --spawn worker's wait for the parent it passed a signal to
+TORCHRUN_NAMES = (b"torchrun", b"torch.distributed.run", b"torch.distributed.launch")
 
-stopped_hint = ""  # what a script adds to the SIGTERM line (a08: how to resume); cli.run sets it
+# This module's own state, changed only by its functions (as atexit keeps its list):
+_stop_line_additions: list[str] = []  # add_to_stop_line
+_remove_when_stopped: set[str] = set()  # remove_if_stopped
+_launcher: list[int] = []  # --spawn's parent, once end_if_orphaned has checked it
 _said = threading.Lock()
 _stderr = 2  # the terminal's stderr, kept (a08 points descriptor 2 elsewhere while it waits)
 
@@ -60,19 +77,50 @@ def speaks_for_the_run() -> bool:
 def say(signum: int) -> None:
     """The line for ``signum``, once per process, where this process speaks for the run."""
     if _said.acquire(blocking=False) and speaks_for_the_run():
-        line = INTERRUPTED if signum == signal.SIGINT else f"{STOPPED}{stopped_hint}."
+        additions = "".join(_stop_line_additions)
+        line = INTERRUPTED if signum == signal.SIGINT else f"{STOPPED}{additions}."
         with contextlib.suppress(OSError):
             os.write(_stderr, f"\n{line}\n".encode())
 
 
+def add_to_stop_line(text: str) -> None:
+    """``text`` ends the SIGTERM line from now on (a08: "; with --snapshot, ..."), once."""
+    if text not in _stop_line_additions:
+        _stop_line_additions.append(text)
+
+
+@contextlib.contextmanager
+def remove_if_stopped(path: str) -> Iterator[None]:
+    """Within the block, a signal that ends this process removes ``path`` first (a temporary
+    file being written, which the block creates; a name not yet made, or already renamed, is
+    no matter)."""
+    _remove_when_stopped.add(path)
+    try:
+        yield
+    finally:
+        _remove_when_stopped.discard(path)
+
+
 def end(signum: int) -> None:
-    """Say the line and end this process at once, with the status a shell shows for it. Its
-    children (``--spawn``'s workers) get SIGTERM first: one still starting has not yet asked
-    for its parent's death to reach it."""
+    """Say the line and end this process at once, with the status a shell shows for it, after
+    removing the temporary files being written. Its children (``--spawn``'s workers) get
+    SIGTERM first: one still starting has not yet asked for its parent's death to reach it."""
     say(signum)
+    for path in list(_remove_when_stopped):
+        with contextlib.suppress(OSError):
+            os.remove(path)
     for child in multiprocessing.active_children():
         child.terminate()
     os._exit(128 + signum)
+
+
+def end_if_orphaned(launcher: int) -> None:
+    """For a worker whose launcher is ``launcher`` (a pid): end now if another process has
+    adopted it already (the launcher died before the kernel could be asked to say so);
+    otherwise a signal to this worker is passed to the launcher from now on (--spawn)."""
+    if os.getppid() != launcher:
+        end(signal.SIGTERM)
+    _launcher.append(launcher)
 
 
 def install() -> None:
@@ -86,6 +134,8 @@ def install() -> None:
         signal.signal(signum, _wake_only)
     launched = "RANK" in os.environ or started_by_a_script()
     poll = POLL_SECONDS if launched and not _parent_death_signal() else None
+    if _torchrun_gone():
+        end(signal.SIGTERM)
     threading.Thread(target=_watch, args=(reader, writer, os.getppid(), poll), daemon=True,
                      name="ending").start()
     os.register_at_fork(after_in_child=_python_handlers)
@@ -97,13 +147,38 @@ def _wake_only(signum: int, frame: object) -> None:
 
 def _watch(reader: socket.socket, writer: socket.socket, parent: int,
            poll: float | None) -> None:
+    """Ends the process on a signal (``writer``: kept open here, for Python to write to)."""
+    passed_on = None  # the signal handed to --spawn's parent, which ends this worker
     while True:
-        if select.select([reader], [], [], poll)[0]:
+        if select.select([reader], [], [], LAUNCHER_GRACE_SECONDS if passed_on else poll)[0]:
             signum = reader.recv(1)[0]
-            if signum in (signal.SIGINT, signal.SIGTERM):
+            if signum not in (signal.SIGINT, signal.SIGTERM):
+                continue
+            if passed_on is None and _launcher and os.getppid() == _launcher[0]:
+                os.kill(_launcher[0], signum)
+                passed_on = signum
+            else:
                 end(signum)
+        elif passed_on is not None:  # the parent did not end this worker in time
+            end(passed_on)
         elif os.getppid() != parent:  # where polled: the launcher died, as SIGTERM would say
             end(signal.SIGTERM)
+
+
+def _torchrun_gone() -> bool:
+    """A worker of torchrun's whose parent is no torchrun: the agent died before this worker
+    asked for its death signal, and another process adopted it. torchrun gives its workers
+    nothing that names the agent (TORCHELASTIC_RUN_ID says only that one started them), so
+    the parent is asked for its command line: from /proc on Linux; elsewhere only an adoption
+    by init (pid 1, as on macOS) is seen."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return False
+    parent = os.getppid()
+    try:
+        command = Path(f"/proc/{parent}/cmdline").read_bytes()
+    except OSError:  # no /proc
+        return parent == 1
+    return not any(name in command for name in TORCHRUN_NAMES)
 
 
 def _parent_death_signal() -> bool:

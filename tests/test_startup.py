@@ -1,7 +1,7 @@
 """A script's first second and its last: a Ctrl-C or SIGTERM while torch loads, a second
 Ctrl-C during a08's teardown, standard streams the shell closed, a learner's torch.py beside
-the scripts, and the walkthrough stopped midway (common/startup.py, common/ending.py,
-walkthrough.py)."""
+the scripts, the walkthrough stopped midway, what a script adds to the stop line, a signal
+while a file is written (common/startup.py, common/ending.py, walkthrough.py)."""
 
 import os
 import signal
@@ -161,3 +161,37 @@ def test_ctrl_c_during_the_walkthroughs_a08_is_one_line(tmp_path):
     while processes_mentioning(str(ROOT / "a08_ddp_torchrun.py")) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_mentioning(str(ROOT / "a08_ddp_torchrun.py")) == []
+
+
+def test_a_script_adds_to_the_stop_line_with_one_call(tmp_path):
+    """``ending.add_to_stop_line``, as a08 uses it for its hint: each text once, in order."""
+    program = ("import os, signal, sys, time\n"
+               "sys.orig_argv.append(sys.argv[1])  # as if a script were the program\n"
+               "from common import ending\n"
+               "for text in ('; first', '; second', '; first'):\n"
+               "    ending.add_to_stop_line(text)\n"
+               "os.kill(os.getpid(), signal.SIGTERM)\n"
+               "time.sleep(30)\n")
+    result = subprocess.run([sys.executable, "-c", program, str(ROOT / "a01_tensors.py")],
+                            cwd=ROOT, env=clean_env(), capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (
+        143, STOPPED.removesuffix(".") + "; first; second.")
+
+
+@pytest.mark.parametrize("script, flags", [
+    ("a05_training_loop.py", ("--plot", "out.png")),
+    ("a08_ddp_torchrun.py", ("--snapshot", "out.pt")),
+])
+def test_a_signal_while_a_file_is_written_leaves_nothing_beside_it(script, flags, tmp_path):
+    """SIGTERM the moment the temporary file is complete, before it is renamed
+    (shims/signal_at_fsync): the process ends at once, and the folder is as it was: no
+    temporary file, no half-written target, no snapshot lock."""
+    if flags[0] == "--plot":
+        pytest.importorskip("matplotlib")
+    result = subprocess.run([sys.executable, str(ROOT / script), *flags], cwd=tmp_path,
+                            env=shim_env("signal_at_fsync"), capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 143
+    assert result.stderr.strip().startswith(STOPPED.removesuffix("."))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -133,3 +133,70 @@ def test_a_worker_whose_launcher_dies_while_it_loads_torch_stops(system, tmp_pat
     while processes_mentioning(str(snapshot)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_mentioning(str(snapshot)) == [], "a worker trains on"
+
+
+@needs_torchrun
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_workers_whose_launcher_died_before_they_started_stop(launcher, tmp_path):
+    """The launcher killed before its workers' first line (shims/launcher_dies_first): they
+    are adopted before they can ask for its death signal, and before: trained on alone (two
+    workers alive 12 s later, 3 of 3 tries with --spawn). Now each sees at its start that its
+    parent is not its launcher and ends."""
+    snapshot = tmp_path / "snap.pt"
+    args = ("--snapshot", str(snapshot), *LONG_RUN)
+    command = (torchrun_command(2, *args) if launcher == "torchrun" else
+               [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--spawn", "2", *args])
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True,
+                               env=with_shims(clean_env(), "launcher_dies_first"))
+    process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 15
+    while processes_mentioning(str(snapshot)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_mentioning(str(snapshot)) == [], "workers train on without their launcher"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def spawn_workers(process: subprocess.Popen) -> list[int]:
+    """--spawn's workers: its children but multiprocessing's resource tracker."""
+    return [pid for pid in child_pids(process.pid)
+            if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+@pytest.mark.parametrize("signum, when", [
+    (signal.SIGTERM, "training"), (signal.SIGINT, "training"), (signal.SIGTERM, "starting")])
+def test_a_signal_to_one_spawn_worker_is_a_signal_to_the_run(signum, when, tmp_path):
+    """Before: SIGTERM to a worker ended the run with 143 and only torch's log, just after it
+    started with exit 1, and SIGINT had the other worker report a crash and a torchrun that
+    does not run. Now the worker passes the signal to its parent, which says the one line and
+    ends every worker, as if it had been sent the signal itself."""
+    snapshot = tmp_path / "snap.pt"
+    process, _ = start_spawn(tmp_path, snapshot)
+    if when == "training":
+        wait_for_file(snapshot, [process])
+    else:  # its first moments: before it can pass a signal on
+        deadline = time.monotonic() + 60
+        while len(spawn_workers(process)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+    workers = spawn_workers(process)
+    os.kill(workers[-1], signum)
+    _, stderr = process.communicate(timeout=60)
+    line = STOPPED_LINE if signum == signal.SIGTERM else (
+        "Interrupted (Ctrl-C): stopped before the end; files already written are whole.")
+    assert (process.returncode, stderr.strip().splitlines()) == (128 + signum, [line])
+    assert not [pid for pid in workers if alive(pid)]
+    if snapshot.exists():
+        resumes(tmp_path, snapshot)
+
+
+def test_a_signal_while_spawn_writes_its_snapshot_leaves_it_whole_and_alone(tmp_path):
+    """SIGTERM to the worker that writes the snapshot, the moment its temporary file is
+    complete (shims/signal_at_fsync): one line, and nothing in the folder (before: the
+    temporary file, in 3 of 4 tries with Ctrl-C to torchrun's group)."""
+    process = subprocess.run(
+        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--spawn", "2", "--snapshot",
+         "snap.pt"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=with_shims(clean_env(), "signal_at_fsync"))
+    assert (process.returncode, process.stderr.strip()) == (143, STOPPED_LINE)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -102,6 +102,25 @@ def test_a_diverged_run_stops_with_one_line(script, capsys):
     assert one_error_line(err).startswith("error: the training loss became nan")
 
 
+def test_a08_diverged_with_a_snapshot_says_what_it_holds_and_advice_that_works(tmp_path, capsys):
+    """--lr 500 diverges in its third epoch: the snapshot holds the two before (whole), and
+    the message says so, with advice that the next run accepts (before: "nothing was saved;
+    try a smaller --lr", and --lr 0.05 on that snapshot was refused)."""
+    snapshot = tmp_path / "s.pt"
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--lr", "500", "--snapshot", str(snapshot)],
+                            capsys)
+    assert code == 1
+    held = torch.load(snapshot, weights_only=True)["epochs_completed"]
+    assert held == 2
+    assert one_error_line(err) == (
+        f"error: the training loss became nan: the weights diverged (--lr too large?), and "
+        f"{snapshot} keeps the 2 epoch(s) before, made with --lr 500.0: for a smaller --lr, "
+        f"give another --snapshot path (or move {snapshot} away)")
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--lr", "0.05", "--snapshot",
+                                                    str(tmp_path / "other.pt")], capsys)
+    assert code == 0, err
+
+
 # 3. Signals at any moment
 
 def a08_waiting_for_a_peer(tmp_path: Path) -> subprocess.Popen:
@@ -194,7 +213,9 @@ def test_a08_resume_with_other_settings_names_them(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["snap.pt"]  # no lock file left
 
 
-def test_a08_resume_refused_for_a_flag_left_out_says_so(tmp_path, capsys):
+def test_a08_resume_checks_every_setting_that_changes_the_computation(tmp_path, capsys):
+    """--num-samples left out is its default, the tutorial's 5: naming it changes nothing;
+    --amp changes what a run computes, and is checked like --lr."""
     snapshot = str(tmp_path / "snap.pt")
     assert run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--epochs", "1"],
                     capsys)[0] == 0
@@ -202,7 +223,42 @@ def test_a08_resume_refused_for_a_flag_left_out_says_so(tmp_path, capsys):
                                                     "10"], capsys)
     assert code == 1
     assert one_error_line(err).startswith(
-        f"error: {snapshot} was made with no --num-samples (asked: 10): resume with its")
+        f"error: {snapshot} was made with --num-samples 5 (asked: 10): resume with its")
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--amp", "bf16"],
+                            capsys)
+    assert code == 1
+    assert one_error_line(err).startswith(
+        f"error: {snapshot} was made with no --amp (asked: bf16): resume with its")
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", snapshot, "--epochs", "2",
+                                                      "--num-samples", "5"], capsys)
+    assert code == 0, err
+    assert "[CPU0] Resuming from epoch 1" in out
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s | {"epochs_completed": "1"}, "not an a08 snapshot"),
+    (lambda s: s | {"epochs_completed": -1}, "not an a08 snapshot"),
+    (lambda s: s | {"model": [1, 2]}, "not an a08 snapshot"),
+    (lambda s: s | {"settings": "--lr 0.5"}, "not an a08 snapshot"),
+    (lambda s: s | {"model": {"layers.0.weight": torch.zeros(3)}}, "does not fit this model"),
+    (lambda s: s | {"optimizer": s["optimizer"] | {"param_groups": [
+        s["optimizer"]["param_groups"][0] | {"lr": "0.5"}]}}, "does not fit this model"),
+    (lambda s: s | {"optimizer": {"state": {}, "param_groups": 7}}, "does not fit this model"),
+], ids=["epochs as text", "negative epochs", "model a list", "settings as text",
+        "a weight of another shape", "lr as text", "param_groups a number"])
+def test_a08_snapshot_with_fields_a08_never_wrote_is_one_line(change, message, tmp_path,
+                                                              capsys):
+    """A file that torch loads with weights_only, but not as a08 wrote it (crafted, or another
+    program's): one line before any training, never a traceback from a later step."""
+    snapshot = tmp_path / "snap.pt"
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", str(snapshot), "--epochs", "1"],
+                    capsys)[0] == 0
+    torch.save(change(torch.load(snapshot, weights_only=True)), snapshot)
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", str(snapshot), "--epochs",
+                                                      "2"], capsys)
+    assert code == 1
+    assert one_error_line(err).startswith(f"error: {snapshot}: {message}")
+    assert "Epoch:" not in out
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the snapshot lock uses fcntl (POSIX)")

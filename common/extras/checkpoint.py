@@ -18,12 +18,14 @@ from __future__ import annotations
 import errno
 import os
 import pickle
+import secrets
 import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from common.ending import remove_if_stopped
 from common.extras.errors import UserError
 from common.startup import ROOT
 
@@ -72,24 +74,22 @@ def atomic_path(path: str | os.PathLike, flag: str = "--path") -> Iterator[str]:
     if problem:
         raise CheckpointError(problem)
     target = Path(os.path.realpath(path))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temporary_prefix(target),
-                               suffix=".tmp")
-    os.close(fd)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as open() would, not mkstemp's 0600
-        yield tmp
-        with open(tmp, "rb+") as written:
-            os.fsync(written.fileno())  # on disk before the rename makes it the checkpoint
-        os.replace(tmp, target)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) or "failed writing" in str(err):  # e.g. the disk is full
-            reason = err.strerror if isinstance(err, OSError) else str(err).splitlines()[0]
-            raise CheckpointError(f"{path}: cannot write it ({reason}); choose another "
-                                  f"{flag}, or free some space") from None
-        raise
+    # named before it is made, so that a signal at any moment finds it on ending's list
+    tmp = str(target.parent / f"{_temporary_prefix(target)}{secrets.token_hex(4)}.tmp")
+    with remove_if_stopped(tmp):
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # as open()
+            yield tmp
+            with open(tmp, "rb+") as written:
+                os.fsync(written.fileno())  # on disk before the rename makes it the checkpoint
+            os.replace(tmp, target)
+        except BaseException as err:
+            Path(tmp).unlink(missing_ok=True)
+            if isinstance(err, OSError) or "failed writing" in str(err):  # e.g. a full disk
+                reason = err.strerror if isinstance(err, OSError) else str(err).splitlines()[0]
+                raise CheckpointError(f"{path}: cannot write it ({reason}); choose another "
+                                      f"{flag}, or free some space") from None
+            raise
 
 
 @contextmanager

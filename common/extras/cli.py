@@ -95,11 +95,10 @@ def heading(title: str) -> None:
 class Ending:
     """What ``run`` does beyond its rules, for a08: ``explain`` turns its own errors into one
     line (None: not one of them); ``cleanup`` runs however main() ended, but for a signal, which
-    ends the process at once (``common/ending.py``); ``stopped_hint`` ends the SIGTERM line."""
+    ends the process at once (``common/ending.py``)."""
 
     explain: Callable[[Exception], str | None] = lambda err: None
     cleanup: Callable[[], None] = lambda: None
-    stopped_hint: str = ""
 
 
 def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
@@ -112,7 +111,6 @@ def run(main: Callable[[], None], ending: Ending = Ending()) -> None:
         # a path the terminal's encoding cannot show is escaped, not a traceback after saving
         sys.stdout.reconfigure(line_buffering=True, write_through=False,
                                errors="backslashreplace")
-    signal_ending.stopped_hint = ending.stopped_hint
     try:
         main()
     except UserError as err:

@@ -9,9 +9,9 @@ class UserError(Exception):
     every_process = False
 
 
-def require_finite_loss(loss: float) -> None:
+def require_finite_loss(loss: float, kept: str = "nothing was saved; try a smaller --lr") -> None:
     """A training run whose loss became NaN or infinite has diverged: stop it before it saves
-    weights that are no good to anyone."""
+    weights that are no good to anyone. ``kept``: what is on disk, and what to do."""
     if loss != loss or loss in (float("inf"), float("-inf")):
         raise UserError(f"the training loss became {loss}: the weights diverged (--lr too "
-                        f"large?), and nothing was saved; try a smaller --lr")
+                        f"large?), and {kept}")

@@ -9,8 +9,7 @@ import os
 import warnings
 from datetime import timedelta
 
-from common import toy_data
-from common.ending import started_by_a_script
+from common import ending, toy_data
 from common.extras.checkpoint import check_writable
 from common.extras.cli import add_training_flags, make_parser, positive_float, positive_int
 from common.extras.data import check_batch_fits, gives_full_batches, samples_needed
@@ -54,6 +53,7 @@ def parse_a08_flags(doc: str, argv: list[str] | None = None
     launch = check_ddp_flags(parser, args)
     device = device_for_process(parser, args.device, launch)
     check_amp(parser, args.amp, device.type)
+    ending.add_to_stop_line("; with --snapshot, the same command resumes from the last epoch")
     return args, launch, device
 
 
@@ -80,7 +80,7 @@ def add_ddp_flags(parser: argparse.ArgumentParser) -> None:
 def check_ddp_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Launch:
     """This process's place (torchrun's variables, or what --spawn N gives its workers), after
     the usage errors no single flag's type can find."""
-    spawning = args.spawn and not started_by_a_script()  # --spawn's parent, not its workers
+    spawning = args.spawn and not ending.started_by_a_script()  # --spawn's parent, not its workers
     if spawning and "RANK" in os.environ:
         parser.error("argument --spawn: torchrun already started the processes; use one or "
                      "the other")

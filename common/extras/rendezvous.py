@@ -4,9 +4,12 @@ process group that cannot start or breaks down, and leaving the group (``DDP_END
 from __future__ import annotations
 
 import gc
+import logging
+import multiprocessing
 import os
 import platform
 import re
+import signal
 import sys
 import time
 import traceback
@@ -14,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
+from common import ending
 from common.extras.cli import Ending, run
 from common.extras.launcher import Launch, launch_for_messages
 from common.extras.old_torch import device_id, store_uses_libuv
@@ -79,19 +83,29 @@ def spawn(main: Callable[[], None], nprocs: int) -> None:
     the book's DDP-script.py does). This process hosts their store, as torchrun's agent does:
     on a free port, without libuv, which torch's Windows wheels lack (2.2 to 2.15 take
     ``use_libuv=False`` everywhere). A worker that fails has said why; torch stops the others,
-    and this process exits with its status."""
+    and this process exits with its status. A worker that a signal ended before it could pass
+    the signal on (``ending.end_if_orphaned``) ends the run as that signal would: one line."""
     import torch.multiprocessing as mp
 
+    # torch's "Terminating process N via signal SIGTERM" for the others: our line says it
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=False,
                           wait_for_workers=False)
     try:
         mp.spawn(_spawned_worker, args=(nprocs, store.port, main), nprocs=nprocs)
     except mp.ProcessExitedException as err:
-        raise SystemExit(err.exit_code if err.exit_code and err.exit_code > 0 else 1) from None
+        code = err.exit_code or 1  # by a signal: minus its number
+        signum = -code if code < 0 else code - 128
+        if signum in (signal.SIGINT, signal.SIGTERM):
+            ending.say(signum)
+            code = 128 + signum
+        raise SystemExit(code if code > 0 else 1) from None
 
 
 def _spawned_worker(index: int, nprocs: int, port: int, main: Callable[[], None]) -> None:
-    """What torchrun would set, with its agent's store: the parent's, reached without libuv."""
+    """What torchrun would set, with its agent's store: the parent's, reached without libuv.
+    multiprocessing gives each worker its parent's pid, which ``ending`` checks."""
+    ending.end_if_orphaned(multiprocessing.parent_process().pid)
     os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index),
                        "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs),
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
@@ -180,6 +194,4 @@ def explain_distributed_error(err: Exception) -> str | None:
     return None
 
 
-DDP_ENDING = Ending(explain=explain_distributed_error,
-                    cleanup=leave_process_group_after_error,
-                    stopped_hint="; with --snapshot, the same command resumes from the last epoch")
+DDP_ENDING = Ending(explain=explain_distributed_error, cleanup=leave_process_group_after_error)

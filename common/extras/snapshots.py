@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Iterator
 from typing import IO, Any
 
+from common import toy_data
+from common.ending import remove_if_stopped
 from common.extras.checkpoint import CheckpointError, atomic_path, explain_checkpoint_errors
 from common.extras.errors import require_finite_loss
 from common.extras.reporting import process_name, unwrap
@@ -41,9 +43,12 @@ class TrainingRecord:
         self.path = args.snapshot
         self.model = unwrap(model)  # its state_dict without DDP's "module." prefix
         self.optimizer = optimizer
-        self.settings = {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
-                         "--num-samples": args.num_samples}  # what a resumed run must share
+        # what a resumed run must share: each setting that changes what it computes
+        self.settings = _same_when_default({
+            "--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
+            "--num-samples": args.num_samples, "--amp": args.amp})
         completed = self._restore()
+        self.on_disk = completed  # the epochs that the snapshot holds
         self.first_epoch = min(completed, args.epochs)
         name = process_name(device)
         if completed and self.first_epoch < args.epochs:
@@ -61,12 +66,19 @@ class TrainingRecord:
         for epoch in range(self.first_epoch, num_epochs):
             yield epoch
             self.save(epochs_completed=epoch + 1)
+            self.on_disk = epoch + 1
         dist.barrier()
         self.seconds = time.perf_counter() - self.start
 
     def keep(self, loss: torch.Tensor) -> None:
         self.losses.append(loss.item())
-        require_finite_loss(self.losses[-1])
+        if self.path is None or not self.on_disk:
+            require_finite_loss(self.losses[-1])
+        else:  # the snapshot is whole, but from this --lr: advice that the next run accepts
+            require_finite_loss(self.losses[-1], kept=(
+                f"{self.path} keeps the {self.on_disk} epoch(s) before, made with --lr "
+                f"{self.settings['--lr']}: for a smaller --lr, give another --snapshot path "
+                f"(or move {self.path} away)"))
 
     def save(self, epochs_completed: int) -> None:
         """Rank 0 writes the snapshot (no-op without --snapshot)."""
@@ -91,13 +103,16 @@ class TrainingRecord:
             raise CheckpointError(payload)
         if payload is None:
             return 0
+        fresh = self.optimizer.state_dict()["param_groups"]
         try:
             self.model.load_state_dict(payload["model"])
             self.optimizer.load_state_dict(payload["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as err:
+            _check_like(fresh, self.optimizer.state_dict()["param_groups"])
+        except (RuntimeError, ValueError, KeyError, TypeError, AttributeError,
+                IndexError) as err:
             raise CheckpointError(f"{self.path}: does not fit this model or optimizer "
                                   f"({type(err).__name__}); move it away to start afresh") from None
-        return int(payload["epochs_completed"])
+        return payload["epochs_completed"]
 
     def _lock_and_read(self) -> dict | str | None:
         """Rank 0: the snapshot, None where there is none yet, or why it cannot be used."""
@@ -110,9 +125,9 @@ class TrainingRecord:
                 payload = torch.load(self.path, map_location="cpu", weights_only=True)
         except CheckpointError as err:
             return str(err)
-        if not isinstance(payload, dict) or "epochs_completed" not in payload:
+        if not _written_by_a08(payload):  # crafted, or another program's
             return f"{self.path}: not an a08 snapshot; move it away or pick another --snapshot path"
-        saved = payload.get("settings", {})
+        saved = _same_when_default(payload.get("settings", {}))
         differ = [_difference(flag, saved[flag], value) for flag, value in
                   self.settings.items() if flag in saved and saved[flag] != value]
         if differ:
@@ -138,8 +153,37 @@ class TrainingRecord:
             lock.close()
             return (f"{self.path}: another run is using this snapshot; wait for it to end, "
                     f"or give this one another --snapshot path")
-        weakref.finalize(self, _release, lock, path)
+        stop = contextlib.ExitStack()  # a signal ends the run at once: the file goes then
+        stop.enter_context(remove_if_stopped(path))
+        weakref.finalize(self, _release, lock, path, stop)
         return None
+
+
+def _written_by_a08(payload: Any) -> bool:
+    """The fields a08 writes, of the types it writes them in (torch.load has checked that
+    there is nothing but tensors and plain values)."""
+    return (isinstance(payload, dict) and type(payload.get("epochs_completed")) is int
+            and payload["epochs_completed"] >= 0
+            and all(isinstance(payload.get(key), dict) for key in ("model", "optimizer"))
+            and isinstance(payload.get("settings", {}), dict))
+
+
+def _same_when_default(settings: dict) -> dict:
+    """The settings with a flag left out written as its default where that is one value
+    (--num-samples: the tutorial's 5 examples), so that naming the default changes nothing."""
+    return settings | {"--num-samples": settings.get("--num-samples") or len(toy_data()[1])}
+
+
+def _check_like(fresh: list[dict], loaded: list[dict]) -> None:
+    """The optimizer's loaded hyperparameters are numbers where this run's are (a crafted file
+    could hold text where SGD computes with a number, failing deep inside a step)."""
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    for ours, theirs in zip(fresh, loaded, strict=True):
+        if any(number(value) and not number(theirs.get(key, value))
+               for key, value in ours.items()):
+            raise TypeError("a hyperparameter that is no number")
 
 
 def _difference(flag: str, saved: Any, asked: Any) -> str:
@@ -148,8 +192,9 @@ def _difference(flag: str, saved: Any, asked: Any) -> str:
         f" (asked: {asked if asked is not None else 'no ' + flag})"
 
 
-def _release(lock: IO[str], path: str) -> None:
+def _release(lock: IO[str], path: str, stop: contextlib.ExitStack) -> None:
     """Remove the lock file while still holding the lock, then let go of it."""
     with contextlib.suppress(OSError):
         os.remove(path)
     lock.close()
+    stop.close()
