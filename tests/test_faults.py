@@ -1,6 +1,7 @@
 """Bad input, unsafe or broken checkpoints, interrupted runs, a worker killed mid-training."""
 
 import contextlib
+import io
 import os
 import platform
 import re
@@ -179,6 +180,38 @@ def test_a06_names_a_model_saved_on_a_gpu(tmp_path, monkeypatch, capsys):
     assert err.splitlines() == [
         f"error: {tmp_path / 'colab.pth'}: saved on a CUDA GPU, and this machine has none; "
         f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the CPU"]
+
+
+def saved_on(device: str, path: Path) -> None:
+    """A state_dict saved as on ``device``: torch.save's file, with its storages' location tag
+    (pickled once, as the text 'cpu') rewritten, and the zip's checksums with it."""
+    buffer = io.BytesIO()
+    torch.save(NeuralNetwork(2, 2).state_dict(), buffer)
+    with zipfile.ZipFile(buffer) as source, zipfile.ZipFile(path, "w") as target:
+        for member in source.infolist():
+            data = source.read(member)
+            if member.filename.endswith("/data.pkl"):
+                data = data.replace(b"X\x03\x00\x00\x00cpu",
+                                    b"X" + len(device).to_bytes(4, "little") + device.encode())
+            target.writestr(member, data)
+
+
+@pytest.mark.parametrize("device, named", [
+    pytest.param("mps", "Apple's GPU (MPS)", marks=pytest.mark.skipif(
+        torch.backends.mps.is_built(), reason="this torch loads MPS tensors (a Mac)")),
+    ("cuda", "a CUDA GPU"), ("xpu", "an Intel GPU (XPU)"), ("npu", "a device named 'npu'")])
+def test_a06_names_the_device_a_file_was_saved_on(device, named, tmp_path, capsys):
+    """A model trained by a07 on a Mac (MPS) and loaded on Colab, Linux or Windows: torch says
+    'Storage device not recognized: mps', and a06 called the file truncated or corrupt
+    (pytorch/pytorch#87504). The file here is real, its tensors tagged as saved there."""
+    saved_on(device, tmp_path / "m.pth")
+    code, _, err = run_main("a06_save_load.py", ["--load", str(tmp_path / "m.pth")], capsys)
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: {tmp_path / 'm.pth'}: saved on {named}, and this machine has none; "
+        f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the CPU"]
+    assert torch.load(tmp_path / "m.pth", map_location="cpu", weights_only=True).keys() == \
+        NeuralNetwork(2, 2).state_dict().keys()  # as the line says
 
 
 def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(tmp_path):

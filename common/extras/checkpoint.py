@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import pickle
+import re
 import secrets
 import tempfile
 import zipfile
@@ -129,6 +130,12 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
         if _raised_by_the_learners_code(err):  # an edited line: its traceback is the help
             raise
         message = str(err)
+        if device := _DEVICE_THE_FILE_NAMES.search(message):
+            tag = next(filter(None, device.groups())).lower()
+            raise CheckpointError(
+                f"{path}: saved on {_DEVICE_NAMES.get(tag, f'a device named {tag!r}')}, and this "
+                f"machine has none; torch.load(PATH, map_location='cpu', weights_only=True) "
+                f"loads it onto the CPU") from None
         for sign, meaning in _KNOWN_LOAD_ERRORS:
             if sign in message:
                 raise CheckpointError(f"{path}: {meaning}") from None
@@ -145,10 +152,14 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
                               f"again") from None
 
 
+# A file's tensors remember the device they were saved from (Colab's GPU, a Mac's MPS), and
+# torch.load puts them back there, or says in one of these ways that this machine has none.
+_DEVICE_THE_FILE_NAMES = re.compile(
+    r"Storage device not recognized: (\w+)|deserialize object on (?:a )?(\w+) device"
+    r"|tagged with (\w+)|The (\w+) device module is not registered")
+_DEVICE_NAMES = {"cuda": "a CUDA GPU", "mps": "Apple's GPU (MPS)", "xpu": "an Intel GPU (XPU)"}
+
 _KNOWN_LOAD_ERRORS = [  # (a sign in torch's message, what it means and what to do)
-    ("deserialize object on a CUDA device",  # saved on a GPU (Colab)
-     "saved on a CUDA GPU, and this machine has none; torch.load(PATH, map_location='cpu', "
-     "weights_only=True) loads it onto the CPU"),
     ('"model_state_dict"',  # PyTorch's recipe for a general checkpoint
      "a general checkpoint (epoch, optimizer, ...), not a model's state_dict; its weights are "
      "under 'model_state_dict': model.load_state_dict(torch.load(PATH)['model_state_dict'])"),
