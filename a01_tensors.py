@@ -21,7 +21,7 @@ def section_1_3_environment() -> None:
     print("torch.__version__:", torch.__version__)
     print("torch.cuda.is_available():", torch.cuda.is_available())
     print("torch.backends.mps.is_available():", torch.backends.mps.is_available())
-    if note := extras.rosetta_note():  # EXTRA: an Intel build of Python on Apple silicon
+    for note in extras.install_notes():  # EXTRA: an install that does not fit this machine
         print(note)
 
 

@@ -123,3 +123,110 @@ def test_pip_install_asks_each_machine_for_a_torch_it_has(machine):
         assert wanted == {"torch": "==2.2.2", "numpy": "<2,>=1.24"}
     else:
         assert wanted == {"torch": ">=2.4", "numpy": ">=1.24"}
+
+
+# An install that cannot use this machine's NVIDIA GPU (simulated: a fake nvidia-smi, torch's
+# answers about the build and the GPU). torch's own list of its CUDA builds, as torch 2.13's:
+CUDA_BUILDS = {"12.6": {"x86_64": {50, 60, 70, 75, 80, 86, 90}, "aarch64": {80, 90}},
+               "12.9": {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 120}}}
+INDEX = "https://download.pytorch.org/whl"
+
+
+@pytest.fixture
+def machine_with(monkeypatch, tmp_path):
+    """``machine_with(gpu=None, capability=None, built_for=None)``: nvidia-smi lists ``gpu``
+    (none: no driver at all); with ``built_for``, this torch is a CUDA build for those
+    architectures and sees the GPU, else a CPU-only build."""
+    def simulate(gpu=None, capability=None, built_for=None):
+        driver = tmp_path / "driver"
+        driver.mkdir()
+        if gpu:
+            smi = driver / "nvidia-smi"
+            smi.write_text(f"#!/bin/sh\necho '{gpu}, {capability[0]}.{capability[1]}'\n")
+            smi.chmod(0o755)
+        monkeypatch.setenv("PATH", str(driver))  # nothing else: no real driver's nvidia-smi
+        monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+        monkeypatch.setattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", CUDA_BUILDS, raising=False)
+        monkeypatch.setattr(torch, "__version__", "2.13.0+cu126" if built_for else "2.13.0+cpu")
+        monkeypatch.setattr(torch.version, "cuda", "12.6" if built_for else None)
+        if built_for:
+            for name, value in [("is_available", True), ("device_count", 1),
+                                ("get_device_capability", capability),
+                                ("get_device_name", gpu), ("get_arch_list", built_for)]:
+                monkeypatch.setattr(torch.cuda, name, lambda *args, value=value: value)
+            if hasattr(torch, "accelerator"):
+                monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+                monkeypatch.setattr(torch.accelerator, "current_accelerator",
+                                    lambda: torch.device("cuda"))
+    return simulate
+
+
+@pytest.mark.skipif(platform.system() == "Windows", reason="a shell script as nvidia-smi")
+@pytest.mark.parametrize("system", ["Linux", "Windows"])
+def test_a_cpu_only_build_beside_an_nvidia_gpu_is_named_with_the_command_that_fits(
+        system, machine_with, monkeypatch, capsys):
+    """PyPI's torch for Windows has no CUDA (pytorch/pytorch#122924): a learner with an RTX
+    50xx trained on the CPU without a word. a01 and a07 now say so, with the command that
+    installs this release built for a CUDA that has sm_120 (12.9 here: 12.6 has not)."""
+    machine_with("NVIDIA GeForce RTX 5090", (12, 0))
+    monkeypatch.setattr(platform, "system", lambda: system)
+    note = ("Note: this machine has an NVIDIA GPU (NVIDIA GeForce RTX 5090), but torch "
+            "2.13.0+cpu is a CPU-only build"
+            + (", as PyPI's torch for Windows always is" if system == "Windows" else "")
+            + f', so everything runs on the CPU; pip install "torch==2.13.0+cu129" '
+              f"--index-url {INDEX}/cu129 installs torch 2.13.0 built for CUDA 12.9, which runs "
+              f"on this GPU")
+    code, out, err = run_main("a01_tensors.py", [], capsys)
+    assert code == 0, err
+    assert section(out, "1.3 Installing PyTorch").splitlines()[-1] == note
+    code, out, err = run_main("a07_gpu_single.py", ["--epochs", "1"], capsys)
+    assert code == 0, err
+    assert note in section(out, "9.1 Computations").splitlines()
+
+
+@pytest.mark.parametrize("gpu, capability, built_for, advice", [
+    ("NVIDIA GeForce RTX 5090", (12, 0), ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86",
+                                          "sm_90"], "cu129"),  # a new card, cu126's build
+    ("NVIDIA GeForce GTX 1080", (6, 1), ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100",
+                                         "sm_120"], "cu126"),  # an old card a build dropped
+])
+def test_a_gpu_missing_from_the_build_is_named_before_its_first_cuda_operation(
+        gpu, capability, built_for, advice, machine_with, capsys):
+    """torch says the GPU is available, warns, then fails with 'no kernel image is available'
+    (pytorch/pytorch#150733, #167244). a01 names the cause; a07 stops in one line before its
+    first CUDA operation; a08's auto trains on the CPU and says why, its --device cuda is a
+    usage error."""
+    machine_with(gpu, capability, built_for)
+    cc = f"sm_{capability[0]}{capability[1]}"
+    line = (f"GPU 0, {gpu}, is {cc}, which torch 2.13.0+cu126 was not built for "
+            f"({' '.join(built_for)}): its first CUDA operation would fail with 'no kernel image "
+            f'is available\'; pip install "torch==2.13.0+{advice}" --index-url {INDEX}/{advice} '
+            f"installs torch 2.13.0 built for CUDA {'12.9' if advice == 'cu129' else '12.6'}, "
+            f"which runs on this GPU; or use --device cpu")
+    code, out, err = run_main("a01_tensors.py", [], capsys)
+    assert code == 0, err
+    assert section(out, "1.3 Installing PyTorch").splitlines()[-1] == f"Note: {line}"
+    code, out, err = run_main("a07_gpu_single.py", [], capsys)
+    assert (code, err.splitlines()) == (1, [f"error: {line}"])
+    assert out == ""
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--epochs", "1"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[0] == f"Note: training on the CPU: {line}"
+    assert "[CPU0] Training accuracy" in out
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cuda"], capsys)
+    assert code == 2
+    assert err.splitlines()[-1].endswith(f"argument --device cuda: {line}")
+
+
+@pytest.mark.parametrize("gpu, capability, built_for", [
+    (None, None, None),  # no NVIDIA driver: a CPU-only build is all there is to have
+    ("NVIDIA GeForce RTX 3090", (8, 6), ["sm_80", "sm_90"]),  # sm_80's code runs on sm_86
+    ("NVIDIA GeForce RTX 5090", (12, 0), ["sm_90", "compute_90"]),  # PTX compiles for it
+])
+def test_no_advice_where_the_build_fits_or_no_driver_is_there(gpu, capability, built_for,
+                                                              machine_with, capsys):
+    machine_with(gpu, capability, built_for)
+    code, out, err = run_main("a01_tensors.py", [], capsys)
+    assert code == 0, err
+    assert section(out, "1.3 Installing PyTorch").splitlines()[-1].startswith(
+        "torch.backends.mps.is_available()")

@@ -13,7 +13,10 @@ NOT_RUN_HERE = {
     "pip install torch --index-url https://download.pytorch.org/whl/cpu":
         "that index cannot be reached here; the GitHub workflow's Linux job runs it",
     "pip install torch --index-url https://download.pytorch.org/whl/cu126":
-        "for a GPU whose driver predates CUDA 13; that index cannot be reached here",
+        "for Windows with an NVIDIA GPU, or a driver that predates CUDA 13; that index cannot be "
+        "reached here",
+    "pip uninstall -y torch": "removes the torch that the commands after it need; the build "
+                              "that replaces it comes from an index this machine cannot reach",
     "torchrun --nproc_per_node=gpu a08_ddp_torchrun.py": "needs CUDA: bash .ci/gpu-check",
     "torchrun --nnodes=2 --node_rank=0 --nproc_per_node=2 --master_addr=10.0.0.1 "
     "--master_port=29500 a08_ddp_torchrun.py":
@@ -143,3 +146,37 @@ def test_the_readme_answers_what_learners_ran_into():
     assert "NCCL_P2P_DISABLE=1" in machines and "NCCL_DEBUG=INFO" in machines
     trouble = text[text.index("## When things go wrong"):]
     assert "Cannot convert a MPS Tensor to float64 dtype" in trouble and ".float()" in trouble
+
+
+def test_the_readme_gets_a_cuda_build_onto_windows_and_past_one_installed():
+    """PyPI's torch for Windows has no CUDA (pytorch/pytorch#122924; pip's resolver picks
+    torch-2.15.0-cp312-cp312-win_amd64.whl, 127 MB, version 2.15.0+cpu): the Quick start's
+    line for Windows with an NVIDIA GPU comes before `pip install .`, with the RTX 50xx's
+    index (cu126 has no sm_120); where a torch is installed already, a remedy that replaces
+    it (`pip install` alone answers "Requirement already satisfied")."""
+    text = readme()
+    quick = text[text.index("## Quick start"):text.index("## Section by section")]
+    lines = [line.split(" #") for line in re.findall(r"```bash\n(.*?)```", quick, re.S)[1]
+             .splitlines()]
+    assert [(command.strip(), comment.strip()) for command, comment in lines] == [
+        ("pip install torch --index-url https://download.pytorch.org/whl/cpu",
+         "Linux without an NVIDIA GPU"),
+        ("pip install torch --index-url https://download.pytorch.org/whl/cu126",
+         "Windows with an NVIDIA GPU")]
+    assert "RTX 50xx needs `cu130`" in quick and "before `pip install .`" in quick
+    trouble = " ".join(text[text.index("## When things go wrong"):].split())
+    assert ("`python a01_tensors.py` names the cause" in trouble
+            and "`pip uninstall -y torch`, then the `cu126` line" in trouble)
+
+
+def test_the_readme_names_torchruns_harmless_lines():
+    """Lines that torchrun prints, which learners took for the failure: the OMP_NUM_THREADS
+    note, macOS's and Windows' redirects note (meta-llama/llama#497, huggingface/accelerate#2508),
+    a machine without IPv6 (pytorch/pytorch#77523, #131691); and when they are the error."""
+    trouble = " ".join(readme()[readme().index("## When things go wrong"):].split())
+    for line in ("Setting OMP_NUM_THREADS environment variable",
+                 "NOTE: Redirects are currently not supported in Windows or MacOs",
+                 "errno: 97 - Address family not supported",
+                 "The IPv6 network addresses of ... cannot be retrieved",
+                 "Repeated until a timeout, they are the error"):
+        assert line in trouble, line

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import platform
-import subprocess
 from typing import Any
 
+from common.extras.install_check import cpu_build_beside_an_nvidia_gpu, gpu_missing_from_the_build
 from common.extras.launcher import Launch
 from common.extras.old_torch import current_accelerator, torch_older_than
 
@@ -63,29 +63,11 @@ def show_device(device: torch.device | None) -> torch.device:
 def explain_cpu_only(device: torch.device) -> None:
     reason = "--device cpu" if current_accelerator() else "no accelerator found"
     print(f"Training device: {device.type} ({reason}).")
+    if unseen := cpu_build_beside_an_nvidia_gpu():
+        print(f"Note: {unseen}")
     print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
           "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
           "to be on the same device. Every tensor in one operation must live on one device.")
-
-
-def rosetta_note() -> str | None:
-    """One line where an Intel (x86_64) Python runs under Rosetta on an Apple-silicon Mac (pip
-    gives it Intel Macs' torch, 2.2.2 at most, without MPS), or None. macOS says 1 for
-    ``sysctl.proc_translated`` in a translated process; an Intel Mac has no such key (``-i``:
-    sysctl then prints nothing)."""
-    if platform.system() != "Darwin" or platform.machine() != "x86_64":
-        return None
-    try:
-        answer = subprocess.run(["sysctl", "-in", "sysctl.proc_translated"],
-                                capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if answer.strip() != "1":
-        return None  # an Intel Mac: 2.2.2 is its torch (README: Windows, macOS, notebooks)
-    return ("Note: this Python is an Intel (x86_64) build running under Rosetta on an "
-            "Apple-silicon Mac, so it gets torch 2.2.2 at most and no MPS; install a native "
-            "arm64 Python (python.org's installer, or Homebrew's in /opt/homebrew), then "
-            "make .venv again with it")
 
 
 def mps_digits_note(device: torch.device) -> str | None:
@@ -103,16 +85,19 @@ def mps_digits_note(device: torch.device) -> str | None:
 def device_for_process(parser: argparse.ArgumentParser, name: str,
                        launch: Launch) -> torch.device:
     """a08: one GPU per process (LOCAL_RANK picks it), or the CPU; ``auto`` falls back to the
-    CPU where there are too few GPUs, and says why where there are some."""
+    CPU where there are too few GPUs, or none this torch build can use, and says why where
+    there are some."""
     if name == "cpu":
         return torch.device("cpu")
     gpus = torch.cuda.device_count()
-    shortage = gpu_shortage(launch.local_world_size, gpus, platform.system())
+    shortage = (gpu_shortage(launch.local_world_size, gpus, platform.system())
+                or gpu_missing_from_the_build())
+    unseen = None if gpus else cpu_build_beside_an_nvidia_gpu()  # a GPU a CPU build cannot see
     if shortage and name == "cuda":
-        parser.error(f"argument --device cuda: {shortage}")
+        parser.error(f"argument --device cuda: {unseen or shortage}")
     if shortage:
-        if gpus and launch.rank == 0 and not launch.spawn:  # once: not also in --spawn's parent
-            print(f"Note: training on the CPU: {shortage}")
+        if (gpus or unseen) and launch.rank == 0 and not launch.spawn:  # once, not by --spawn's
+            print(f"Note: training on the CPU: {unseen or shortage}")  # parent too
         return torch.device("cpu")
     return torch.device("cuda", launch.local_rank)
 

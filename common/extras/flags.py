@@ -14,6 +14,8 @@ from common.extras.checkpoint import check_writable
 from common.extras.cli import add_training_flags, make_parser, positive_float, positive_int
 from common.extras.data import check_batch_fits, gives_full_batches, samples_needed
 from common.extras.devices import add_device_flag, device_for_process, device_to_show
+from common.extras.errors import UserError
+from common.extras.install_check import gpu_missing_from_the_build
 from common.extras.launcher import Launch, read_launch
 from common.extras.matmul_benchmark import add_benchmark_flags
 from common.extras.plotting import add_plot_flag
@@ -40,6 +42,8 @@ def parse_a07_flags(doc: str, argv: list[str] | None = None) -> argparse.Namespa
     args = parser.parse_args(argv)
     check_batch_fits(parser, args.batch_size, len(toy_data()[1]))
     check_amp(parser, args.amp, device_to_show(args.device).type)
+    if device_to_show(args.device).type == "cuda" and (missing := gpu_missing_from_the_build()):
+        raise UserError(missing)  # before section 9.1's first CUDA operation would fail on it
     return args
 
 
