@@ -162,23 +162,29 @@ def test_the_damaged_file_would_load_silently_without_the_check(bad_files):
     assert set(damaged) == set(NeuralNetwork(2, 2).state_dict())
 
 
-def test_a06_names_a_model_saved_on_a_gpu(tmp_path, monkeypatch, capsys):
-    """Simulated: a state_dict saved on Colab's GPU, loaded on a CPU-only laptop (torch.load
-    without map_location fails so). The cause is named, not called corrupt."""
+@pytest.mark.parametrize("message, named", [
+    ("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+     "False. If you are running on a CPU-only machine, please use torch.load with "
+     "map_location=torch.device('cpu') to map your storages to the CPU.", "a CUDA GPU"),
+    # older torch, a file from a Mac (maxrmorrison/torchcrepe#27)
+    ("don't know how to restore data location of torch.storage.UntypedStorage (tagged with "
+     "mps:0)", "Apple's GPU (MPS)"),
+])
+def test_a06_names_a_model_saved_on_a_gpu(message, named, tmp_path, monkeypatch, capsys):
+    """Simulated: a state_dict saved on Colab's GPU or a Mac's, loaded on a CPU-only laptop
+    (torch.load without map_location fails so, worded by torch's version). The cause is named,
+    not called corrupt."""
     import a06_save_load
     torch.save(NeuralNetwork(2, 2).state_dict(), tmp_path / "colab.pth")
 
-    def load_on_a_machine_without_cuda(*args, **kwargs):
-        raise RuntimeError("Attempting to deserialize object on a CUDA device but "
-                           "torch.cuda.is_available() is False. If you are running on a "
-                           "CPU-only machine, please use torch.load with "
-                           "map_location=torch.device('cpu') to map your storages to the CPU.")
+    def load_on_a_machine_without_that_device(*args, **kwargs):
+        raise RuntimeError(message)
 
-    monkeypatch.setattr(a06_save_load.torch, "load", load_on_a_machine_without_cuda)
+    monkeypatch.setattr(a06_save_load.torch, "load", load_on_a_machine_without_that_device)
     code, _, err = run_main("a06_save_load.py", ["--load", str(tmp_path / "colab.pth")], capsys)
     assert code == 1
     assert err.splitlines() == [
-        f"error: {tmp_path / 'colab.pth'}: saved on a CUDA GPU, and this machine has none; "
+        f"error: {tmp_path / 'colab.pth'}: saved on {named}, and this machine has none; "
         f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the CPU"]
 
 
