@@ -23,7 +23,8 @@ imports ``common`` keep Python's own Ctrl-C (``cli.run`` then says the same line
   its peers.
 - A launcher that died before its worker could ask for that signal is invisible to the kernel's
   call: the worker then compares its parent with its launcher, and ends at once where the two
-  differ (``end_if_orphaned``).
+  differ (torchrun's workers as this is installed, by the parent's command line; ``--spawn``'s
+  once multiprocessing has said who their parent is: ``end_if_orphaned``).
 - A signal to one of ``--spawn``'s workers is passed to their parent, which speaks and ends
   them all, as if it had been sent the signal itself: the worker waits for that (a few seconds
   at most), so that its peers never see it vanish and report a crash.
@@ -58,7 +59,7 @@ TORCHRUN_NAMES = (b"torchrun", b"torch.distributed.run", b"torch.distributed.lau
 # This module's own state, changed only by its functions (as atexit keeps its list):
 _stop_line_additions: list[str] = []  # add_to_stop_line
 _remove_when_stopped: set[str] = set()  # remove_if_stopped
-_launcher: list[int] = []  # --spawn's parent, once end_if_orphaned has checked it
+_launcher: int | None = None  # --spawn's parent, once end_if_orphaned has checked it
 _said = threading.Lock()
 _stderr = 2  # the terminal's stderr, kept (a08 points descriptor 2 elsewhere while it waits)
 
@@ -118,9 +119,10 @@ def end_if_orphaned(launcher: int) -> None:
     """For a worker whose launcher is ``launcher`` (a pid): end now if another process has
     adopted it already (the launcher died before the kernel could be asked to say so);
     otherwise a signal to this worker is passed to the launcher from now on (--spawn)."""
+    global _launcher
     if os.getppid() != launcher:
         end(signal.SIGTERM)
-    _launcher.append(launcher)
+    _launcher = launcher
 
 
 def install() -> None:
@@ -154,8 +156,8 @@ def _watch(reader: socket.socket, writer: socket.socket, parent: int,
             signum = reader.recv(1)[0]
             if signum not in (signal.SIGINT, signal.SIGTERM):
                 continue
-            if passed_on is None and _launcher and os.getppid() == _launcher[0]:
-                os.kill(_launcher[0], signum)
+            if passed_on is None and _launcher is not None and os.getppid() == _launcher:
+                os.kill(_launcher, signum)
                 passed_on = signum
             else:
                 end(signum)
