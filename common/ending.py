@@ -122,7 +122,8 @@ def end_if_orphaned(launcher: int) -> None:
     global _launcher
     if os.getppid() != launcher:
         end(signal.SIGTERM)
-    _launcher = launcher
+    if os.name == "posix":  # Windows has no signal to pass on: its os.kill terminates
+        _launcher = launcher
 
 
 def install() -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from common import startup
+from common import ending, startup
 
 import pytest
 
@@ -195,3 +195,28 @@ def test_a_signal_while_a_file_is_written_leaves_nothing_beside_it(script, flags
     assert result.returncode == 143
     assert result.stderr.strip().startswith(STOPPED.removesuffix("."))
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("parent, command, gone", [
+    (4242, b"/usr/bin/python3\0-m\0torch.distributed.run\0--nproc_per_node=2\0a08.py", False),
+    (4242, b"/venv/bin/python\0/venv/bin/torchrun\0a08.py", False),
+    (4242, b"/lib/systemd/systemd\0--user", True),  # a subreaper adopted the worker
+    (1, None, True),  # macOS (no /proc): adopted by launchd
+    (4242, None, False),  # macOS: a living parent, whatever it is
+])
+def test_a_torchrun_worker_knows_its_agent_died_before_it_started(parent, command, gone,
+                                                                 monkeypatch):
+    """torchrun names its agent to no worker: the parent's command line says whether it is
+    still the agent (Linux), or pid 1 that it was adopted (macOS, simulated: no /proc)."""
+    def read_bytes(path):
+        if command is None:
+            raise FileNotFoundError(path)
+        assert str(path) == f"/proc/{parent}/cmdline"
+        return command
+
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    monkeypatch.setattr(ending.os, "getppid", lambda: parent)
+    monkeypatch.setattr(ending.Path, "read_bytes", read_bytes)
+    assert ending._torchrun_gone() == gone
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID")
+    assert not ending._torchrun_gone()  # not started by torchrun: nothing to ask
