@@ -3,10 +3,12 @@ Ctrl-C during a08's teardown, standard streams the shell closed, a learner's tor
 the scripts, the walkthrough stopped midway, what a script adds to the stop line, a signal
 while a file is written (common/startup.py, common/ending.py, walkthrough.py)."""
 
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from common import ending, startup
@@ -21,6 +23,7 @@ from conftest import (
     needs_sigint,
     processes_mentioning,
     read_until,
+    run_concurrently,
     shim_env,
     with_shims,
 )
@@ -163,38 +166,40 @@ def test_ctrl_c_during_the_walkthroughs_a08_is_one_line(tmp_path):
     assert processes_mentioning(str(ROOT / "a08_ddp_torchrun.py")) == []
 
 
-def test_a_script_adds_to_the_stop_line_with_one_call(tmp_path):
-    """``ending.add_to_stop_line``, as a08 uses it for its hint: each text once, in order."""
-    program = ("import os, signal, sys, time\n"
-               "sys.orig_argv.append(sys.argv[1])  # as if a script were the program\n"
-               "from common import ending\n"
-               "for text in ('; first', '; second', '; first'):\n"
-               "    ending.add_to_stop_line(text)\n"
-               "os.kill(os.getpid(), signal.SIGTERM)\n"
-               "time.sleep(30)\n")
-    result = subprocess.run([sys.executable, "-c", program, str(ROOT / "a01_tensors.py")],
-                            cwd=ROOT, env=clean_env(), capture_output=True, text=True,
-                            timeout=60)
-    assert (result.returncode, result.stderr.strip()) == (
-        143, STOPPED.removesuffix(".") + "; first; second.")
+def test_a_script_adds_to_the_stop_line_with_one_call(monkeypatch):
+    """``ending.add_to_stop_line``, as a08 uses it for its hint: each text once, in order (here
+    in this process, with the line written to a pipe)."""
+    read, write = os.pipe()
+    monkeypatch.setattr(ending, "_stderr", write)
+    monkeypatch.setattr(ending, "_said", threading.Lock())  # this process has said nothing
+    monkeypatch.setattr(ending, "_stop_line_additions", [])
+    for text in ("; first", "; second", "; first"):
+        ending.add_to_stop_line(text)
+    ending.say(signal.SIGTERM)
+    os.close(write)
+    with os.fdopen(read) as said:
+        assert said.read() == f"\n{STOPPED.removesuffix('.')}; first; second.\n"
 
 
-@pytest.mark.parametrize("script, flags", [
-    ("a05_training_loop.py", ("--plot", "out.png")),
-    ("a08_ddp_torchrun.py", ("--snapshot", "out.pt")),
-])
-def test_a_signal_while_a_file_is_written_leaves_nothing_beside_it(script, flags, tmp_path):
+def test_a_signal_while_a_file_is_written_leaves_nothing_beside_it(tmp_path):
     """SIGTERM the moment the temporary file is complete, before it is renamed
-    (shims/signal_at_fsync): the process ends at once, and the folder is as it was: no
-    temporary file, no half-written target, no snapshot lock."""
-    if flags[0] == "--plot":
-        pytest.importorskip("matplotlib")
-    result = subprocess.run([sys.executable, str(ROOT / script), *flags], cwd=tmp_path,
-                            env=shim_env("signal_at_fsync"), capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 143
-    assert result.stderr.strip().startswith(STOPPED.removesuffix("."))
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    (shims/signal_at_fsync), to a05 writing its --plot and a08 its --snapshot: the process
+    ends at once, and the folder is as it was: no temporary file, no half-written target, no
+    snapshot lock."""
+    runs = {"a05_training_loop.py": ("--plot", "out.png"),
+            "a08_ddp_torchrun.py": ("--snapshot", "out.pt")}
+    if importlib.util.find_spec("matplotlib") is None:
+        del runs["a05_training_loop.py"]
+    for script in runs:
+        (tmp_path / script[:3]).mkdir()
+    results = run_concurrently(
+        {script: [sys.executable, str(ROOT / script), *flags] for script, flags in runs.items()},
+        cwd_of=lambda script: tmp_path / script[:3], env_of=lambda script: shim_env(
+            "signal_at_fsync"))
+    for script, result in results.items():
+        assert result.returncode == 143, (script, result.stderr)
+        assert result.stderr.strip().startswith(STOPPED.removesuffix(".")), script
+        assert sorted(p.name for p in result.cwd.iterdir()) == [], script
 
 
 @pytest.mark.parametrize("parent, command, gone", [
