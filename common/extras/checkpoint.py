@@ -117,7 +117,9 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
                               f"the checkpoint again")
     try:
         yield
-    except pickle.UnpicklingError as err:
+    except pickle.UnpicklingError as err:  # torch before 2.4 wraps the device's error so
+        if saved_elsewhere := _saved_on_a_device_not_here(path, str(err)):
+            raise saved_elsewhere from None
         if not any(sign in str(err) for sign in ("global", "GLOBAL", "Unsupported class")):
             # garbage, not a pickle that names code (torch 2.2 says "Unsupported class")
             raise CheckpointError(f"{path}: not a PyTorch checkpoint; give a file saved "
@@ -130,12 +132,8 @@ def explain_checkpoint_errors(path: str | os.PathLike) -> Iterator[None]:
         if _raised_by_the_learners_code(err):  # an edited line: its traceback is the help
             raise
         message = str(err)
-        if device := _DEVICE_THE_FILE_NAMES.search(message):
-            tag = next(filter(None, device.groups())).lower()
-            raise CheckpointError(
-                f"{path}: saved on {_DEVICE_NAMES.get(tag, f'a device named {tag!r}')}, and this "
-                f"machine has none; torch.load(PATH, map_location='cpu', weights_only=True) "
-                f"loads it onto the CPU") from None
+        if saved_elsewhere := _saved_on_a_device_not_here(path, message):
+            raise saved_elsewhere from None
         for sign, meaning in _KNOWN_LOAD_ERRORS:
             if sign in message:
                 raise CheckpointError(f"{path}: {meaning}") from None
@@ -158,6 +156,18 @@ _DEVICE_THE_FILE_NAMES = re.compile(
     r"Storage device not recognized: (\w+)|deserialize object on (?:a )?(\w+) device"
     r"|tagged with (\w+)|The (\w+) device module is not registered")
 _DEVICE_NAMES = {"cuda": "a CUDA GPU", "mps": "Apple's GPU (MPS)", "xpu": "an Intel GPU (XPU)"}
+
+def _saved_on_a_device_not_here(path: Path, message: str) -> CheckpointError | None:
+    """The error for a file whose tensors name a device this machine lacks, as torch's
+    ``message`` says, or None."""
+    device = _DEVICE_THE_FILE_NAMES.search(message)
+    if device is None:
+        return None
+    tag = next(filter(None, device.groups())).lower()
+    return CheckpointError(f"{path}: saved on {_DEVICE_NAMES.get(tag, f'a device named {tag!r}')}"
+                           f", and this machine has none; torch.load(PATH, map_location='cpu', "
+                           f"weights_only=True) loads it onto the CPU")
+
 
 _KNOWN_LOAD_ERRORS = [  # (a sign in torch's message, what it means and what to do)
     ('"model_state_dict"',  # PyTorch's recipe for a general checkpoint
