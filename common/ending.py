@@ -60,6 +60,7 @@ TORCHRUN_NAMES = (b"torchrun", b"torch.distributed.run", b"torch.distributed.lau
 _stop_line_additions: list[str] = []  # add_to_stop_line
 _remove_when_stopped: set[str] = set()  # remove_if_stopped
 _launcher: int | None = None  # --spawn's parent, once end_if_orphaned has checked it
+_starting_children = threading.Lock()  # held by starting_children
 _said = threading.Lock()
 _stderr = 2  # the terminal's stderr, kept (a08 points descriptor 2 elsewhere while it waits)
 
@@ -102,6 +103,15 @@ def remove_if_stopped(path: str) -> Iterator[None]:
         _remove_when_stopped.discard(path)
 
 
+@contextlib.contextmanager
+def starting_children() -> Iterator[None]:
+    """Within the block, which starts processes, a signal ends this one only once the block is
+    done: multiprocessing lists a child only after handing it what it needs to run, and a child
+    left unlisted and unfed fails with a traceback of its own ("EOFError: Ran out of input")."""
+    with _starting_children:
+        yield
+
+
 def end(signum: int) -> None:
     """Say the line and end this process at once, with the status a shell shows for it, after
     removing the temporary files being written. Its children (``--spawn``'s workers) get
@@ -110,8 +120,9 @@ def end(signum: int) -> None:
     for path in list(_remove_when_stopped):
         with contextlib.suppress(OSError):
             os.remove(path)
-    for child in multiprocessing.active_children():
-        child.terminate()
+    with _starting_children:
+        for child in multiprocessing.active_children():
+            child.terminate()
     os._exit(128 + signum)
 
 

@@ -81,6 +81,25 @@ def test_sigterm_to_the_spawn_parent_alone_stops_every_worker(when, tmp_path):
         resumes(tmp_path, snapshot)
 
 
+def test_sigterm_while_spawn_hands_a_worker_its_start_leaves_no_half_started_worker(tmp_path):
+    """SIGTERM to --spawn's parent between starting a worker and handing it what it needs to
+    run (shims/slow_child_start makes that a second long; seen once in CI without it): before,
+    the parent ended without that worker, which then failed with "EOFError: Ran out of input"
+    and its traceback; now the signal waits for the start, and every worker ends with it."""
+    marker = tmp_path / "starting"
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), "--spawn", "2", *LONG_RUN],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=with_shims(clean_env(), "slow_child_start") | {"SHIM_MARKER": str(marker)})
+    wait_for_file(marker, [process], timeout=60)
+    workers = child_pids(process.pid)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert (process.returncode, stderr.strip().splitlines()) == (143, [STOPPED_LINE])
+    time.sleep(1)  # a worker left behind would be reading its start now, or have failed
+    assert not [pid for pid in workers if alive(pid)]
+
+
 @needs_torchrun
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
 def test_workers_stop_when_their_launcher_is_killed(launcher, tmp_path):

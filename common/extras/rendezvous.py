@@ -91,8 +91,12 @@ def spawn(main: Callable[[], None], nprocs: int) -> None:
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=False,
                           wait_for_workers=False)
+    with ending.starting_children():
+        workers = mp.spawn(_spawned_worker, args=(nprocs, store.port, main), nprocs=nprocs,
+                           join=False)
     try:
-        mp.spawn(_spawned_worker, args=(nprocs, store.port, main), nprocs=nprocs)
+        while not workers.join():
+            pass
     except mp.ProcessExitedException as err:
         code = err.exit_code or 1  # by a signal: minus its number
         signum = -code if code < 0 else code - 128
