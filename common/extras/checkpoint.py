@@ -157,6 +157,7 @@ _DEVICE_THE_FILE_NAMES = re.compile(
     r"|tagged with (\w+)|The (\w+) device module is not registered")
 _DEVICE_NAMES = {"cuda": "a CUDA GPU", "mps": "Apple's GPU (MPS)", "xpu": "an Intel GPU (XPU)"}
 
+
 def _saved_on_a_device_not_here(path: Path, message: str) -> CheckpointError | None:
     """The error for a file whose tensors name a device this machine lacks, as torch's
     ``message`` says, or None."""

@@ -41,8 +41,9 @@ def parse_a07_flags(doc: str, argv: list[str] | None = None) -> argparse.Namespa
                              "corrected, on the same device (default: off)")
     args = parser.parse_args(argv)
     check_batch_fits(parser, args.batch_size, len(toy_data()[1]))
-    check_amp(parser, args.amp, device_to_show(args.device).type)
-    if device_to_show(args.device).type == "cuda" and (missing := gpu_missing_from_the_build()):
+    device_type = device_to_show(args.device).type
+    check_amp(parser, args.amp, device_type)
+    if device_type == "cuda" and (missing := gpu_missing_from_the_build()):
         raise UserError(missing)  # before section 9.1's first CUDA operation would fail on it
     return args
 

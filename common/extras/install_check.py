@@ -2,7 +2,6 @@
 a08 make the GPU checks again before their first CUDA operation. Each cause is one line:
 
 - an Intel (x86_64) Python under Rosetta on an Apple-silicon Mac;
-
 - a CPU-only build beside an NVIDIA driver (PyPI's torch for Windows is always one): the
   driver's ``nvidia-smi``, installed with it on Linux and Windows, names the GPU;
 - a GPU whose architecture the build was not compiled for (an RTX 50xx, sm_120, under a build
