@@ -6,27 +6,27 @@ Run: python a01_tensors.py
 
 import platform
 
-from common import extras
-
 import numpy as np
 import torch
+
+from common import devices, flags
 
 
 def section_1_3_environment() -> None:
     # Exercise A.1 is installing PyTorch; Exercise A.2 checks the result. EXTRA: our check
     # names Python and NumPy too, since a wrong interpreter or environment is the usual mistake.
-    extras.heading("1.3 Installing PyTorch: what this machine has (Exercises A.1 and A.2)")
+    flags.heading("1.3 Installing PyTorch: what this machine has (Exercises A.1 and A.2)")
     print("Python:", platform.python_version())
     print("numpy.__version__:", np.__version__)
     print("torch.__version__:", torch.__version__)
     print("torch.cuda.is_available():", torch.cuda.is_available())
     print("torch.backends.mps.is_available():", torch.backends.mps.is_available())
-    for note in extras.install_notes():  # EXTRA: an install that does not fit this machine
+    for note in devices.install_notes():  # EXTRA: an install that does not fit this machine
         print(note)
 
 
 def section_2_1_ranks() -> torch.Tensor:
-    extras.heading("2.1 Scalars, vectors, matrices and tensors")
+    flags.heading("2.1 Scalars, vectors, matrices and tensors")
     tensor0d = torch.tensor(1)  # rank 0: from a Python integer
     tensor1d = torch.tensor([1, 2, 3])  # rank 1: from a list
     tensor2d = torch.tensor([[1, 2], [3, 4]])  # rank 2: from a nested list
@@ -39,7 +39,7 @@ def section_2_1_ranks() -> torch.Tensor:
 
 def section_2_1_from_numpy() -> None:
     # NOTEBOOK: this part is in the author's notebook for section 2.1, not in the text
-    extras.heading("2.1 Tensors from NumPy arrays: a copy, or shared memory")
+    flags.heading("2.1 Tensors from NumPy arrays: a copy, or shared memory")
     ary3d = np.array([[[1, 2], [3, 4]], [[5, 6], [7, 8]]])
     tensor3d_2 = torch.tensor(ary3d)  # copies the NumPy array
     tensor3d_3 = torch.from_numpy(ary3d)  # shares memory with the NumPy array
@@ -51,7 +51,7 @@ def section_2_1_from_numpy() -> None:
 
 
 def section_2_2_dtypes(tensor1d: torch.Tensor) -> None:
-    extras.heading("2.2 Tensor data types")
+    flags.heading("2.2 Tensor data types")
     print("tensor1d.dtype:", tensor1d.dtype)
     floatvec = torch.tensor([1.0, 2.0, 3.0])
     print("floatvec.dtype:", floatvec.dtype)
@@ -60,7 +60,7 @@ def section_2_2_dtypes(tensor1d: torch.Tensor) -> None:
 
 
 def section_2_3_operations() -> None:
-    extras.heading("2.3 Common PyTorch tensor operations")
+    flags.heading("2.3 Common PyTorch tensor operations")
     tensor2d = torch.tensor([[1, 2, 3], [4, 5, 6]])
     print("tensor2d:\n", tensor2d, sep="")
     print("tensor2d.shape:", tensor2d.shape)
@@ -72,7 +72,7 @@ def section_2_3_operations() -> None:
 
 
 def main() -> None:
-    extras.make_parser(__doc__).parse_args()
+    flags.make_parser(__doc__).parse_args(flags.command_line())
     section_1_3_environment()
     tensor1d = section_2_1_ranks()
     section_2_1_from_numpy()
@@ -81,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    extras.run(main)
+    flags.run(main)

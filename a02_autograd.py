@@ -3,15 +3,15 @@
 Run: python a02_autograd.py
 """
 
-from common import extras
-
 import torch
 import torch.nn.functional as F
 from torch.autograd import grad
 
+from common import flags
+
 
 def section_3_forward_pass() -> None:
-    extras.heading("3 Seeing models as computation graphs")
+    flags.heading("3 Seeing models as computation graphs")
     y = torch.tensor([1.0])  # true label
     x1 = torch.tensor([1.1])  # input feature
     w1 = torch.tensor([2.2])  # weight parameter
@@ -23,7 +23,7 @@ def section_3_forward_pass() -> None:
 
 
 def section_4_gradients() -> None:
-    extras.heading("4 Automatic differentiation made easy")
+    flags.heading("4 Automatic differentiation made easy")
     y = torch.tensor([1.0])
     x1 = torch.tensor([1.1])
     w1 = torch.tensor([2.2], requires_grad=True)
@@ -44,10 +44,10 @@ def section_4_gradients() -> None:
 
 
 def main() -> None:
-    extras.make_parser(__doc__).parse_args()
+    flags.make_parser(__doc__).parse_args(flags.command_line())
     section_3_forward_pass()
     section_4_gradients()
 
 
 if __name__ == "__main__":
-    extras.run(main)
+    flags.run(main)

@@ -5,9 +5,9 @@ The NeuralNetwork class itself lives in common/__init__.py, because sections 7 t
 Run: python a03_mlp.py
 """
 
-from common import NeuralNetwork, extras
-
 import torch
+
+from common import NeuralNetwork, flags
 
 
 def count_trainable_parameters(model: torch.nn.Module) -> int:
@@ -15,7 +15,7 @@ def count_trainable_parameters(model: torch.nn.Module) -> int:
 
 
 def section_5_architecture() -> None:
-    extras.heading("5 Implementing multilayer neural networks: the model")
+    flags.heading("5 Implementing multilayer neural networks: the model")
     model = NeuralNetwork(50, 3)
     print(model)
     print("Total number of trainable model parameters:", count_trainable_parameters(model))
@@ -23,14 +23,14 @@ def section_5_architecture() -> None:
 
 
 def section_5_exercise_a3() -> None:
-    extras.heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
+    flags.heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
     # 2*30+30 + 30*20+20 + 20*2+2 = 752
     print("NeuralNetwork(2, 2) trainable parameters:",
           count_trainable_parameters(NeuralNetwork(2, 2)))
 
 
 def section_5_seeded_forward() -> None:
-    extras.heading("5 Seeded weights and a forward pass")
+    flags.heading("5 Seeded weights and a forward pass")
     torch.manual_seed(123)  # the same random initial weights every run
     model = NeuralNetwork(50, 3)
     print("model.layers[0].weight:\n", model.layers[0].weight, sep="")
@@ -47,11 +47,11 @@ def section_5_seeded_forward() -> None:
 
 
 def main() -> None:
-    extras.make_parser(__doc__).parse_args()
+    flags.make_parser(__doc__).parse_args(flags.command_line())
     section_5_architecture()
     section_5_exercise_a3()
     section_5_seeded_forward()
 
 
 if __name__ == "__main__":
-    extras.run(main)
+    flags.run(main)

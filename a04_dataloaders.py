@@ -5,10 +5,10 @@ ToyDataset and the toy data live in common/__init__.py, because sections 7 to 9 
 Run: python a04_dataloaders.py
 """
 
-from common import ToyDataset, extras, toy_data
-
 import torch
 from torch.utils.data import DataLoader
+
+from common import ToyDataset, flags, toy_data
 
 
 def print_batches(loader: DataLoader) -> None:
@@ -17,7 +17,7 @@ def print_batches(loader: DataLoader) -> None:
 
 
 def section_6_dataset() -> tuple[ToyDataset, ToyDataset]:
-    extras.heading("6 Setting up efficient data loaders: the toy data")
+    flags.heading("6 Setting up efficient data loaders: the toy data")
     X_train, y_train, X_test, y_test = toy_data()
     print("X_train:\n", X_train, sep="")
     # The blog's text shows four labels here, a typo: there is one per example.
@@ -29,24 +29,24 @@ def section_6_dataset() -> tuple[ToyDataset, ToyDataset]:
 
 
 def section_6_loaders(train_ds: ToyDataset, test_ds: ToyDataset) -> None:
-    extras.heading("6 DataLoader: shuffled batches of 2")
+    flags.heading("6 DataLoader: shuffled batches of 2")
     torch.manual_seed(123)  # fixes the shuffling order
     train_loader = DataLoader(train_ds, batch_size=2, shuffle=True, num_workers=0)
     test_loader = DataLoader(test_ds, batch_size=2, shuffle=False, num_workers=0)
     print_batches(train_loader)
 
-    extras.heading("6 DataLoader with drop_last=True: no short last batch")
+    flags.heading("6 DataLoader with drop_last=True: no short last batch")
     # Not seeded again: the generator continues, so the order differs from the pass above.
     train_loader = DataLoader(train_ds, batch_size=2, shuffle=True, num_workers=0,
                               drop_last=True)
     print_batches(train_loader)
 
-    extras.heading("6 The test loader: no shuffling")
+    flags.heading("6 The test loader: no shuffling")
     print_batches(test_loader)
 
 
 def section_6_num_workers(train_ds: ToyDataset) -> None:
-    extras.heading("6 num_workers: loading in background processes")
+    flags.heading("6 num_workers: loading in background processes")
     print("num_workers=0 loads every batch in the main process, between training steps.\n"
           "num_workers>0 starts that many worker processes that prepare the next batches\n"
           "while the model trains. That pays off for large data sets read from disk; for a\n"
@@ -61,11 +61,11 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
 
 
 def main() -> None:
-    extras.make_parser(__doc__).parse_args()
+    flags.make_parser(__doc__).parse_args(flags.command_line())
     train_ds, test_ds = section_6_dataset()
     section_6_loaders(train_ds, test_ds)
     section_6_num_workers(train_ds)
 
 
 if __name__ == "__main__":
-    extras.run(main)
+    flags.run(main)

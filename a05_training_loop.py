@@ -6,22 +6,19 @@ Run: python a05_training_loop.py [--plot PATH]
 """
 
 import argparse
-from typing import NamedTuple
-
-from common import NeuralNetwork, compute_accuracy, extras, toy_data, toy_loaders
 
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from common import NeuralNetwork, compute_accuracy, flags, plots, toy_data, toy_loaders
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = extras.make_parser(__doc__)
-    extras.add_training_flags(parser)
-    extras.add_plot_flag(parser)  # EXTRA: --plot PATH
-    args = parser.parse_args(argv)
-    extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
-    return args
+
+def parse_args() -> argparse.Namespace:
+    parser = flags.make_parser(__doc__)
+    flags.add_training_flags(parser)
+    plots.add_plot_flag(parser)  # EXTRA: --plot PATH
+    return flags.parse_training_flags(parser)
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
@@ -36,8 +33,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
-            losses.append(loss.item())
-            extras.require_finite_loss(losses[-1])  # EXTRA: a diverged run stops, saves nothing
+            losses.append(flags.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
 
             # LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
@@ -46,25 +42,6 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
         model.eval()
         # Optional model evaluation would go here
     return losses
-
-
-class Trained(NamedTuple):  # EXTRA: what training leaves for the rest of the script, by name
-    model: torch.nn.Module
-    train_loader: DataLoader
-    test_loader: DataLoader
-    losses: list[float]  # one a batch, for --plot
-    device: torch.device = torch.device("cpu")  # where it trained (sections 9.2, 9.3)
-    seconds: float | None = None  # the training time over all processes (section 9.3)
-
-
-def train_tutorial_model(args: argparse.Namespace) -> Trained:
-    """Section 7's setup and loop."""
-    train_loader, test_loader = toy_loaders(args.batch_size)
-    torch.manual_seed(args.seed)
-    model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    losses = train(model, train_loader, optimizer, args.epochs)
-    return Trained(model, train_loader, test_loader, losses)
 
 
 def show_predictions(model: torch.nn.Module) -> None:
@@ -86,20 +63,23 @@ def show_predictions(model: torch.nn.Module) -> None:
 
 def main() -> None:
     args = parse_args()
-    extras.heading("7 A typical training loop")
-    trained = train_tutorial_model(args)
-    model = trained.model
+    flags.heading("7 A typical training loop")
+    train_loader, test_loader = toy_loaders(args.batch_size)
+    torch.manual_seed(args.seed)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    losses = train(model, train_loader, optimizer, args.epochs)
 
-    extras.heading("7 Predictions on the training set")
+    flags.heading("7 Predictions on the training set")
     show_predictions(model)
 
-    extras.heading("7 compute_accuracy")
-    print("Training accuracy:", compute_accuracy(model, trained.train_loader))
-    print("Test accuracy:", compute_accuracy(model, trained.test_loader))
+    flags.heading("7 compute_accuracy")
+    print("Training accuracy:", compute_accuracy(model, train_loader))
+    print("Test accuracy:", compute_accuracy(model, test_loader))
 
     if args.plot is not None:  # EXTRA: --plot
-        extras.plot_training(trained.losses, model, args.plot)
+        plots.plot_training(losses, model, args.plot)
 
 
 if __name__ == "__main__":
-    extras.run(main)
+    flags.run(main)

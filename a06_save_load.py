@@ -10,28 +10,54 @@ Run: python a06_save_load.py [--path model.pth]
 
 import argparse
 
-from common import NeuralNetwork, ToyDataset, compute_accuracy, extras, toy_data, toy_loaders
-
 import torch
+import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from a05_training_loop import train_tutorial_model
+from common import (
+    NeuralNetwork,
+    ToyDataset,
+    checkpoints,
+    compute_accuracy,
+    flags,
+    toy_data,
+    toy_loaders,
+)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = extras.make_parser(__doc__)
-    extras.add_training_flags(parser)
+def parse_args() -> argparse.Namespace:
+    parser = flags.make_parser(__doc__)
+    flags.add_training_flags(parser)
     parser.add_argument("--path", default="model.pth",
                         help="where to save the trained model's state_dict "
                              "(default: %(default)s, in the current directory)")
     parser.add_argument("--load", metavar="PATH", default=None,
                         help="restore this checkpoint instead of training "
                              "(default: train, then save to --path)")
-    args = parser.parse_args(argv)
-    extras.check_batch_fits(parser, args.batch_size, len(toy_data()[1]))  # EXTRA: a clear error
-    if args.load is None and (problem := extras.check_writable(args.path, "--path")):
+    args = flags.parse_training_flags(parser)
+    if args.load is None and (problem := checkpoints.check_writable(args.path, "--path")):
         parser.error(f"argument --path: {problem}")  # EXTRA: before training, not after it
     return args
+
+
+def train(model: torch.nn.Module, train_loader: DataLoader,
+          optimizer: torch.optim.Optimizer, num_epochs: int) -> None:
+    """Section 7's loop, as a05 runs it."""
+    for epoch in range(num_epochs):
+        model.train()
+        for batch_idx, (features, labels) in enumerate(train_loader):
+            logits = model(features)
+            loss = F.cross_entropy(logits, labels)
+
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            flags.require_finite_loss(loss.item())  # EXTRA: a diverged run saves nothing
+
+            print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
+                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
+                  f" | Train/Val Loss: {loss:.2f}")
+        model.eval()
 
 
 def predict(model: torch.nn.Module) -> torch.Tensor:
@@ -53,27 +79,36 @@ def report(model: torch.nn.Module) -> None:
 
 
 def save(model: torch.nn.Module, path: str) -> None:
-    # EXTRA: torch.save writes a temporary file, renamed to `path` once complete, so an
-    # interrupted save never leaves a half-written file (and a bad --path is one line)
-    with extras.atomic_path(path) as tmp_path:
+    # EXTRA: torch.save writes a temporary file, renamed to `path` once whole, so an
+    # interrupted save never leaves a half-written file
+    with checkpoints.atomic_path(path) as tmp_path:
         torch.save(model.state_dict(), tmp_path)
     print(f"Saved model.state_dict() to {path}")
 
 
 def load(path: str) -> torch.nn.Module:
     model = NeuralNetwork(2, 2)  # needs to match the saved model's architecture exactly
-    # EXTRA: an unusable file (missing, damaged, another architecture) is one line
-    with extras.explain_checkpoint_errors(path):
+    with checkpoints.explain_load_errors(path):  # EXTRA: an unusable file is one line
         # weights_only=True: load tensors only, never code (the default since torch 2.6)
         print(model.load_state_dict(torch.load(path, weights_only=True)))
     return model
 
 
-def save_then_restore(args: argparse.Namespace) -> None:
-    extras.heading("7 (recap) Training the model")
-    model = train_tutorial_model(args).model
+def main() -> None:
+    args = parse_args()
+    if args.load is not None:  # EXTRA: restore a saved file without training
+        flags.heading("8 Loading a saved model")
+        report(load(args.load))
+        return
 
-    extras.heading("8 Saving and loading models")
+    flags.heading("7 (recap) Training the model")
+    train_loader, _ = toy_loaders(args.batch_size)
+    torch.manual_seed(args.seed)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    train(model, train_loader, optimizer, args.epochs)
+
+    flags.heading("8 Saving and loading models")
     save(model, args.path)
     restored = load(args.path)
 
@@ -83,14 +118,5 @@ def save_then_restore(args: argparse.Namespace) -> None:
     report(restored)
 
 
-def main() -> None:
-    args = parse_args()
-    if args.load is not None:  # EXTRA: restore a saved file without training
-        extras.heading("8 Loading a saved model")
-        report(load(args.load))
-    else:
-        save_then_restore(args)
-
-
 if __name__ == "__main__":
-    extras.run(main)
+    flags.run(main)

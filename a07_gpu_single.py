@@ -5,23 +5,18 @@ Section 7's loop with 9.2's three changes (NEW): a device, the model and each ba
 Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark] [--gpu-guides]
 """
 
-import argparse
-
-from common import NeuralNetwork, compute_accuracy, extras, gpu_articles, toy_loaders
-
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from a05_training_loop import Trained
+from common import NeuralNetwork, compute_accuracy, devices, flags, gpu_articles, plots, toy_loaders
 
 
 def section_9_1_tensors_on_device(device: torch.device | None) -> None:
     tensor_1 = torch.tensor([1.0, 2.0, 3.0])
     tensor_2 = torch.tensor([4.0, 5.0, 6.0])
     print("On the CPU:", tensor_1 + tensor_2)
-    # EXTRA: --device, else any accelerator, named; on a CPU alone, what the lines below print
-    device = extras.show_device(device)
+    device = devices.show_device(device)  # EXTRA: the accelerator, named; or why none
     if device.type != "cpu":
         tensor_1, tensor_2 = tensor_1.to(device), tensor_2.to(device)
         print(f"On {device.type}:", tensor_1 + tensor_2)
@@ -40,15 +35,14 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
             features, labels = features.to(device), labels.to(device)  # NEW: batch to device
-            with extras.autocast(device, amp):  # EXTRA: --amp, mixed precision
+            with devices.autocast(device, amp):  # EXTRA: --amp, mixed precision
                 logits = model(features)
                 loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
 
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
-            losses.append(loss.item())
-            extras.require_finite_loss(losses[-1])  # EXTRA: a diverged run stops, saves nothing
+            losses.append(flags.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
 
             # LOGGING
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
@@ -59,8 +53,15 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
     return losses
 
 
-def train_tutorial_model(args: argparse.Namespace) -> Trained:
-    """Section 7's setup and loop."""
+def main() -> None:
+    args = devices.parse_a07_flags(__doc__)  # EXTRA: the text's knobs and ours, checked
+    flags.heading("9.1 Computations on GPU devices")
+    section_9_1_tensors_on_device(args.device)
+    if args.benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
+        devices.exercise_a4(args.sizes)
+        gpu_articles.tensor_cores(max(args.sizes))
+
+    flags.heading("9.2 Single-GPU training")
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
@@ -71,31 +72,17 @@ def train_tutorial_model(args: argparse.Namespace) -> Trained:
     model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     losses = train(model, train_loader, optimizer, args.epochs, device, args.amp)
-    return Trained(model, train_loader, test_loader, losses, device)
 
-
-def main() -> None:
-    args = extras.parse_a07_flags(__doc__)  # EXTRA: the text's knobs and ours, checked
-    extras.heading("9.1 Computations on GPU devices")
-    section_9_1_tensors_on_device(args.device)
-    if args.benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
-        extras.exercise_a4(args.sizes)
-        gpu_articles.tensor_cores(max(args.sizes))
-
-    extras.heading("9.2 Single-GPU training")
-    trained = train_tutorial_model(args)
-    model, device = trained.model, trained.device
-
-    extras.heading("9.2 compute_accuracy")
-    print("Training accuracy:", compute_accuracy(model, trained.train_loader, device=device))
-    print("Test accuracy:", compute_accuracy(model, trained.test_loader, device=device))
+    flags.heading("9.2 compute_accuracy")
+    print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
+    print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
 
     # EXTRA: the two GPU articles (--gpu-guides) on the device chosen above, and --plot
     if args.gpu_guides:
         gpu_articles.run_gpu_articles(device, args)
     if args.plot is not None:
-        extras.plot_training(trained.losses, model, args.plot)
+        plots.plot_training(losses, model, args.plot)
 
 
 if __name__ == "__main__":
-    extras.run(main)
+    flags.run(main)

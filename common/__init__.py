@@ -4,16 +4,14 @@
 Sections 5 to 9 all use these, so each is defined once here and the scripts import it
 (``from common import ...``). Python puts a script's own folder on ``sys.path``, so
 ``python aNN_*.py`` finds this package from any working directory without installing it.
+This file imports nothing of ours: it can be pasted into a notebook as it is.
 
-Beside this file: ``gpu_articles.py``, the two GPU articles that came with the tutorial
-(a07 --gpu-guides). The rest is the companion's machinery, which you do not need to read to
-follow the tutorial: ``startup.py`` and ``ending.py`` (what acts before torch loads, and how a
-run ends on Ctrl-C), and ``extras/`` (flags, devices, safe checkpoints, snapshots,
-distributed helpers, plots, the walkthrough).
+Beside it: ``gpu_articles.py``, the two GPU articles that came with the tutorial (a07
+--gpu-guides), and the companion's machinery, which you need not read to follow the
+tutorial: ``flags.py`` (flags and one-line errors), ``devices.py`` (devices, the install
+check, Exercise A.4), ``checkpoints.py`` (safe saves, loads, a08's snapshots),
+``processes.py`` (a08's processes), ``plots.py`` (--plot) and ``walkthrough.py``.
 """
-
-# EXTRA: first, before torch loads: what Ctrl-C does meanwhile, and more (see its docstring)
-from common import startup  # noqa: F401
 
 import torch
 from torch.utils.data import DataLoader, Dataset

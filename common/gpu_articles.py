@@ -15,15 +15,13 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from common import NeuralNetwork, compute_accuracy, toy_loaders
-from common.extras.cli import heading
-from common.extras.devices import device_to_show
-from common.extras.matmul_benchmark import time_matmul
-from common.extras.precision import amp_problem, autocast
-
 import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
+
+from common import NeuralNetwork, compute_accuracy, toy_loaders
+from common.devices import amp_problem, autocast, device_to_show, time_matmul
+from common.flags import heading
 
 NO_CUDA = "(no CUDA GPU here)"
 

@@ -1,0 +1,195 @@
+"""Safe checkpoints around the tutorial's two lines (section 8), and a08's --snapshot.
+
+    with atomic_path(PATH) as tmp:            # torch.save writes a temporary file beside PATH,
+        torch.save(model.state_dict(), tmp)   # which replaces PATH only once it is whole
+    with explain_load_errors(PATH):           # an unusable file: one line saying why
+        model.load_state_dict(torch.load(PATH, weights_only=True))
+
+A rename is atomic on one file system, so PATH holds the old file or the new one, never half
+of one; ``weights_only=True`` (torch's default since 2.6) never runs code from a file.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from common.flags import UserError
+
+ROOT = Path(__file__).resolve().parent.parent  # the clone: the scripts and common/
+
+
+def check_writable(path: str, flag: str) -> str | None:
+    """Why ``path`` cannot be written as a file, or None: asked before any training."""
+    target = Path(os.path.realpath(path))  # a symbolic link: its target gets written
+    if target.exists() and not target.is_file():
+        return f"{path} is {'a folder' if target.is_dir() else 'not a regular file'}; " \
+               f"give the path of a file"
+    try:
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}."):
+            pass
+    except OSError as err:
+        return f"{path}: cannot write there ({err.strerror}); choose another {flag}"
+    return None
+
+
+@contextmanager
+def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
+    """A temporary path beside ``path`` for the block to write, then moved over ``path``.
+    A file a signal left half-written by an earlier run is removed first."""
+    if problem := check_writable(path, flag):
+        raise UserError(problem)
+    target = Path(os.path.realpath(path))
+    for leftover in target.parent.glob(f".{target.name}.*.tmp"):
+        leftover.unlink(missing_ok=True)
+    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+    try:
+        yield str(tmp)
+        with open(tmp, "rb+") as written:
+            os.fsync(written.fileno())  # on disk before the rename makes it the file
+        replace(tmp, target, path, flag)
+    except (OSError, RuntimeError) as err:  # torch.save: RuntimeError "... failed writing"
+        raise UserError(f"{path}: cannot write it ({str(err).splitlines()[0]}); choose "
+                        f"another {flag}, or free some space") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def replace(tmp: Path, target: Path, path: str, flag: str, tries: int = 10) -> None:
+    """``os.replace``, tried again for a moment where another program holds the target
+    (Windows: an antivirus, OneDrive or an editor; "Access is denied")."""
+    for attempt in range(tries):
+        try:
+            return os.replace(tmp, target)
+        except PermissionError as err:
+            if attempt == tries - 1:
+                raise UserError(f"{path}: cannot replace it ({err.strerror}): another program "
+                                f"may hold the file (an antivirus, OneDrive, an editor); close "
+                                f"it, or choose another {flag}") from None
+            time.sleep(0.2)
+
+
+@contextmanager
+def explain_load_errors(path: str) -> Iterator[None]:
+    """Around ``torch.load(path, ...)`` and ``load_state_dict``: a file that cannot be used
+    is one line saying why. An error raised in the scripts' own lines keeps its traceback."""
+    try:
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            raise UserError(f"{path}: the file is empty (an interrupted save?); save it again")
+        yield
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file; check the path, or train and save first") \
+            from None
+    except (IsADirectoryError, PermissionError) as err:
+        raise UserError(f"{path}: cannot read it ({err.strerror})") from None
+    except pickle.UnpicklingError:
+        raise UserError(f"{path}: refused: it holds Python objects, not only tensors, and "
+                        f"loading it could run code; load such files only from sources you "
+                        f"trust (weights_only=False)") from None
+    except Exception as err:
+        if raised_in_our_code(err):
+            raise
+        raise UserError(f"{path}: {why_unusable(path, err)}") from None
+
+
+def why_unusable(path: str, err: Exception) -> str:
+    """What is in the file that torch.load or load_state_dict refused, read again onto the
+    CPU, noting where its tensors were saved."""
+    devices = set()
+
+    def on_the_cpu(storage, location):
+        devices.add(location.split(":")[0])
+        return storage
+
+    try:
+        content = torch.load(path, map_location=on_the_cpu, weights_only=True)
+    except Exception as again:
+        return f"not a checkpoint torch can read ({str(again).splitlines()[0][:120]}); save " \
+               f"it again"
+    keys = list(content) if isinstance(content, dict) else []
+    if devices - {"cpu"} and not str(err).startswith("Error(s) in loading"):
+        return (f"saved on {'/'.join(sorted(devices - {'cpu'}))}, which this machine lacks; "
+                f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the CPU")
+    if keys and all(str(key).startswith("module.") for key in keys):
+        return ("saved from a DistributedDataParallel model (keys start with 'module.'); load "
+                "it into the model with torch.nn.modules.utils."
+                "consume_prefix_in_state_dict_if_present(state_dict, 'module.') first")
+    for key in ("model", "model_state_dict"):
+        if key in keys:
+            return (f"a checkpoint that holds more than the model; its weights are under "
+                    f"{key!r}: model.load_state_dict(torch.load(PATH)[{key!r}])")
+    return f"does not fit this model ({str(err).strip().splitlines()[-1].strip()[:160]})"
+
+
+def raised_in_our_code(err: Exception) -> bool:
+    """Raised in a line of the scripts or of ``common`` (one a learner edited), not in torch."""
+    trace = err.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    return trace is not None and \
+        Path(trace.tb_frame.f_code.co_filename).resolve().parent in (ROOT, ROOT / "common")
+
+
+# a08's --snapshot PATH: after each epoch rank 0 writes the model, the optimizer, the epochs
+# completed and the settings that decide what a run computes; the same command resumes.
+
+def settings_of(args) -> dict:
+    return {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
+            "--num-samples": args.num_samples or 5, "--amp": args.amp}
+
+
+def save_snapshot(args, model: torch.nn.Module, optimizer, epochs_completed: int) -> None:
+    with atomic_path(args.snapshot, "--snapshot") as tmp:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "epochs_completed": epochs_completed, "settings": settings_of(args)}, tmp)
+
+
+def resume(args, model: torch.nn.Module, optimizer, name: str) -> int:
+    """Before DDP wraps the model: rank 0 reads --snapshot and hands it to every process
+    (other machines need not see the file); the epochs it holds, 0 without one."""
+    snapshot = None
+    if args.snapshot and dist.get_rank() == 0 and os.path.exists(args.snapshot):
+        try:
+            snapshot = read_snapshot(args.snapshot, settings_of(args))
+        except UserError as err:
+            snapshot = str(err)
+    shared = [snapshot]
+    dist.broadcast_object_list(shared, src=0)
+    if isinstance(shared[0], str):
+        raise UserError(shared[0])
+    if shared[0] is None:
+        return 0
+    model.load_state_dict(shared[0]["model"])
+    optimizer.load_state_dict(shared[0]["optimizer"])
+    done = shared[0]["epochs_completed"]
+    if done < args.epochs:
+        print(f"{name} Resuming from epoch {done} ({args.snapshot}): continuing with epoch "
+              f"{done + 1}")
+    else:
+        print(f"{name} {args.snapshot} holds {done} finished epochs, all that --epochs "
+              f"{args.epochs} asks for: nothing left to train (a larger --epochs trains on)")
+    return done
+
+
+def read_snapshot(path: str, settings: dict) -> dict:
+    with explain_load_errors(path):
+        snapshot = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(snapshot, dict) or not {"model", "optimizer", "epochs_completed",
+                                              "settings"} <= snapshot.keys():
+        raise UserError(f"{path}: not an a08 snapshot; move it away, or give another --snapshot")
+    shown = {None: "off"}
+    differ = [f"{flag} {shown.get(saved, saved)} (asked: {shown.get(value, value)})"
+              for flag, value in settings.items()
+              if (saved := snapshot["settings"].get(flag)) != value]
+    if differ:
+        raise UserError(f"{path} was made with {', '.join(differ)}: resume with its settings, "
+                        f"or move it away to start afresh (the number of processes may change)")
+    return snapshot

@@ -1,0 +1,297 @@
+"""Devices, not the tutorial's code: whether this install fits this machine (a01), a07's flags
+and --device, --amp, and Exercise A.4's timing. Each way an install misses this machine's GPU
+is one line with the command that fits:
+
+- an Intel (x86_64) Python under Rosetta on an Apple-silicon Mac (no MPS, torch 2.2.2 at most);
+- MPS off on a Mac: macOS before 14 with torch 2.9+, or a torch built without it;
+- a CPU-only torch beside an NVIDIA driver (PyPI's torch for Windows always is one);
+- a GPU whose architecture the build lacks (an RTX 50xx under cu126): torch calls it available,
+  and its first operation fails with "no kernel image is available".
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import shutil
+import subprocess
+import warnings
+
+import torch
+
+from common.flags import (
+    UserError,
+    add_training_flags,
+    heading,
+    make_parser,
+    parse_training_flags,
+    sizes,
+)
+from common.plots import add_plot_flag
+
+INDEX = "https://download.pytorch.org/whl"  # PyTorch's own wheels, a folder per CUDA version
+SELECTOR = "https://pytorch.org/get-started/locally/"
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def accelerator() -> str | None:
+    """'cuda', 'mps', ... or None: torch.accelerator (2.6+), else CUDA and MPS asked."""
+    api = getattr(torch, "accelerator", None)
+    if api is not None and hasattr(api, "current_accelerator"):
+        return api.current_accelerator().type if api.is_available() else None
+    if torch.cuda.is_available():
+        return "cuda"
+    return "mps" if torch.backends.mps.is_available() else None
+
+
+def install_notes() -> list[str]:
+    """a01: a line for each way this install does not fit this machine."""
+    notes = [rosetta(), mps_off(), cpu_build_beside_an_nvidia_gpu(), gpu_missing_from_build()]
+    return [f"Note: {note}" for note in notes if note]
+
+
+def rosetta() -> str | None:
+    """macOS says 1 for sysctl.proc_translated in a translated process (an Intel Mac: nothing)."""
+    if platform.system() != "Darwin" or platform.machine() != "x86_64":
+        return None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        if subprocess.run(["sysctl", "-in", "sysctl.proc_translated"], capture_output=True,
+                          text=True, timeout=10).stdout.strip() == "1":
+            return ("this Python is an Intel (x86_64) build running under Rosetta on an "
+                    "Apple-silicon Mac, so it gets torch 2.2.2 at most and no MPS; install a "
+                    "native arm64 Python (python.org's installer, or Homebrew's in "
+                    "/opt/homebrew), then make .venv again with it")
+    return None
+
+
+def mps_off() -> str | None:
+    """Why an Apple-silicon Mac's GPU (MPS) is off with this torch, or None."""
+    if platform.system() != "Darwin" or platform.machine() != "arm64" or \
+            torch.backends.mps.is_available():
+        return None
+    if not torch.backends.mps.is_built():
+        return f"torch {torch.__version__} was built without MPS; install PyPI's torch for macOS"
+    macos = platform.mac_ver()[0] or "?"
+    if macos.split(".")[0].isdigit() and int(macos.split(".")[0]) < 14:
+        return (f"MPS is off: torch {torch.__version__} supports Apple's GPU only on macOS 14 "
+                f"or newer, and this Mac runs macOS {macos}; update macOS, or install an "
+                f'older torch (pip install "torch<2.9")')
+    return f"MPS is off on macOS {macos} with torch {torch.__version__}, which says no more"
+
+
+def cpu_build_beside_an_nvidia_gpu() -> str | None:
+    if torch.version.cuda is not None or torch.cuda.is_available():
+        return None  # a CUDA build (or ROCm's)
+    gpu = nvidia_smi_gpu()
+    if gpu is None:
+        return None
+    windows = ", as PyPI's torch for Windows always is" if platform.system() == "Windows" else ""
+    return (f"this machine has an NVIDIA GPU ({gpu[0]}), but torch {torch.__version__} is a "
+            f"CPU-only build{windows}, so everything runs on the CPU; {install_advice(gpu[1])}")
+
+
+def gpu_missing_from_build() -> str | None:
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        return None
+    built_for = torch.cuda.get_arch_list()
+    for index in range(torch.cuda.device_count()):
+        capability = torch.cuda.get_device_capability(index)
+        if built_for and not runs_on(capability, built_for):
+            return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is sm_{capability[0]}"
+                    f"{capability[1]}, which torch {torch.__version__} was not built for "
+                    f"({' '.join(built_for)}): its first CUDA operation would fail with 'no "
+                    f"kernel image is available'; {install_advice(capability)}; or use --device "
+                    f"cpu")
+    return None
+
+
+def nvidia_smi_gpu() -> tuple[str, tuple[int, int] | None] | None:
+    """(name, compute capability or None) of the driver's first GPU; None without one."""
+    command = shutil.which("nvidia-smi")
+    for fields in ("name,compute_cap", "name") if command else ():
+        try:
+            answer = subprocess.run([command, f"--query-gpu={fields}", "--format=csv,noheader"],
+                                    capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if answer.returncode == 0 and answer.stdout.strip():
+            name, _, cap = answer.stdout.splitlines()[0].partition(",")
+            major, _, minor = cap.strip().partition(".")
+            return name.strip(), (int(major), int(minor)) if (major + minor).isdigit() else None
+    return None
+
+
+def runs_on(capability: tuple[int, int], built_for: list[str]) -> bool:
+    """Machine code (sm_XY) runs on the same major version with an equal or higher minor one;
+    PTX (compute_XY) on any GPU at least as new."""
+    for arch in built_for:
+        kind, _, number = arch.partition("_")
+        number = number.rstrip("af")  # sm_90a, sm_100f: variants of one architecture
+        if number.isdigit():
+            code = (int(number[:-1]), int(number[-1]))
+            if (kind == "sm" and code[0] == capability[0] and code[1] <= capability[1]) or \
+                    (kind == "compute" and code <= capability):
+                return True
+    return False
+
+
+def install_advice(capability: tuple[int, int] | None) -> str:
+    """pip's command for this release built for the oldest CUDA that runs on the GPU (it needs
+    the oldest driver): torch lists its builds from about 2.12 (PYTORCH_RELEASES_CODE_CC)."""
+    releases = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", None)
+    if not isinstance(releases, dict):
+        return f"{SELECTOR} gives the pip command for a CUDA build (add --force-reinstall)"
+    host = "aarch64" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64"
+    fitting = sorted((tuple(map(int, cuda.split("."))), cuda) for cuda, by_host in
+                     releases.items() if capability is None or
+                     runs_on(capability, [f"sm_{code}" for code in by_host.get(host, ())]))
+    release = torch.__version__.split("+")[0]
+    if not fitting:
+        return f"no CUDA build of torch {release} runs on this GPU; another may ({SELECTOR})"
+    tag = "cu" + fitting[0][1].replace(".", "")
+    return (f'pip install "torch=={release}+{tag}" --index-url {INDEX}/{tag} installs torch '
+            f"{release} built for CUDA {fitting[0][1]}, which runs on this GPU")
+
+
+def parse_a07_flags(doc: str) -> argparse.Namespace:
+    """a07's flags, with the checks no single flag's type can make."""
+    parser = make_parser(doc)
+    add_training_flags(parser)
+    add_plot_flag(parser)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto",
+                        help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
+    add_amp_flag(parser)
+    parser.add_argument("--benchmark", action="store_true",
+                        help="Exercise A.4: time matrix multiplication on the CPU and the "
+                             "accelerator (default: off)")
+    parser.add_argument("--sizes", type=sizes, default=(64, 128, 256, 512, 1024, 2048),
+                        metavar="N,N,...", help="matrix sizes for --benchmark "
+                                                "(default: 64,128,256,512,1024,2048)")
+    parser.add_argument("--gpu-guides", action="store_true",
+                        help="after the tutorial's sections, run the two GPU articles' code, "
+                             "corrected, on the same device (default: off)")
+    args = parse_training_flags(parser)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(f"argument --device cuda: this machine has no usable CUDA GPU (torch "
+                     f"{torch.__version__}); use --device auto or --device cpu")
+    if args.device == "mps" and not torch.backends.mps.is_available():
+        parser.error(f"argument --device mps: MPS is not available here: "
+                     f"{mps_off() or 'it needs an Apple-silicon Mac'}; use --device cpu")
+    args.device = None if args.device == "auto" else torch.device(args.device)
+    check_amp(parser, args.amp, device_to_show(args.device).type)
+    if device_to_show(args.device).type == "cuda" and (missing := gpu_missing_from_build()):
+        raise UserError(missing)  # before section 9.1's first CUDA operation fails on it
+    return args
+
+
+def device_to_show(device: torch.device | None) -> torch.device:
+    """a07's section 9.1: --device, else the accelerator, else the CPU."""
+    return device or torch.device(accelerator() or "cpu")
+
+
+def show_device(device: torch.device | None) -> torch.device:
+    """Section 9.1's device, named; on the CPU, why, and what a GPU would print."""
+    device = device_to_show(device)
+    if device.type != "cpu":
+        print(f"Training device: {device}")
+        if device.type == "mps":  # rasbt/LLMs-from-scratch#635, #791, #1020
+            print("Note: on MPS the losses may differ from the text's in the digits, and from "
+                  "run to run; --device cpu reproduces the text's")
+        return device
+    print(f"Training device: cpu ({'--device cpu' if accelerator() else 'no accelerator found'}).")
+    for note in (mps_off(), cpu_build_beside_an_nvidia_gpu()):
+        if note:
+            print(f"Note: {note}")
+    print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
+          "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
+          "to be on the same device. Every tensor in one operation must live on one device.")
+    return device
+
+
+def add_amp_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--amp", choices=tuple(AMP_DTYPES), default=None,
+                        help="train under autocast in bfloat16 (CPUs, CUDA, MPS with torch 2.6+ "
+                             "on macOS 14+) or float16 (GPUs) (default: off, float32)")
+
+
+def check_amp(parser: argparse.ArgumentParser, amp: str | None, device_type: str) -> None:
+    if amp is not None and (problem := amp_problem(AMP_DTYPES[amp], device_type)):
+        parser.error(f"argument --amp {amp}: {problem}")
+
+
+def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
+    """Why autocast in ``dtype`` cannot run on ``device_type``, or None. Where torch does not
+    support a dtype it warns and computes in float32: that is refused too."""
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.float16 and device_type == "cpu":
+        return "float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on the CPU use bf16"
+    is_available = getattr(torch.amp, "is_autocast_available", None)  # torch 2.4+
+    if is_available is not None and not is_available(device_type):
+        return f"torch {torch.__version__} has no autocast on {device_type}"
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        try:
+            enabled = torch.autocast(device_type=device_type, dtype=dtype)._enabled
+        except (RuntimeError, AssertionError) as err:
+            return f"{name} autocast on {device_type}: {str(err).splitlines()[0]}"
+    if not enabled:
+        reason = str(warned[0].message).splitlines()[0] if warned else "disabled by torch"
+        return f"{name} autocast on {device_type} with torch {torch.__version__}: {reason}"
+    return None
+
+
+def autocast(device: torch.device, amp: str | None) -> contextlib.AbstractContextManager:
+    """torch.autocast in the --amp precision, or nothing. fp16 runs without a GradScaler: this
+    small model's gradients stay far inside float16's range (gpu_articles shows the scaler)."""
+    if amp is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[amp])
+
+
+def time_matmul(shape: tuple[int, int, int], device: torch.device,
+                dtype: torch.dtype = torch.float32) -> float:
+    """Median seconds of one (m x k) @ (k x n) product on ``device``, waiting for it to end
+    (torch's Timer waits for CUDA, for MPS only from about 2.9), with torch's CPU threads."""
+    from torch.utils import benchmark  # here: its import is slow
+
+    m, k, n = shape
+    generator = torch.Generator().manual_seed(m)
+    a = torch.rand(m, k, generator=generator).to(device, dtype)
+    b = torch.rand(k, n, generator=generator).to(device, dtype)
+    (a @ b).sum().item()  # warm-up: the first call pays for kernel selection
+    wait = (lambda: None) if device.type == "cpu" else getattr(torch, device.type).synchronize
+    timer = benchmark.Timer(stmt="a @ b; wait()", globals={"a": a, "b": b, "wait": wait},
+                            num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=0.2).median
+
+
+def exercise_a4(sizes: tuple[int, ...]) -> None:
+    """The solution's own case, a table of sizes, and where the accelerator starts to win."""
+    heading("9.1 Exercise A.4: when does the accelerator win?")
+    found = accelerator()
+    devices = [torch.device("cpu")] + ([torch.device(found)] if found else [])
+    timed = ", ".join(f"{device.type.upper()} {time_matmul((100, 200, 300), device) * 1e6:.1f} us"
+                      for device in devices)
+    print(f"The solution's own case, 100x200 @ 200x300: {timed}\n"
+          "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
+          "GPU figure is mostly the time to launch the kernel)")
+    print(f"Median time of one float32 (size x size) @ (size x size) product; the CPU uses "
+          f"{torch.get_num_threads()} thread(s):")
+    name = found.upper() if found else None
+    header = f"{'size':>6} | {'CPU (ms)':>10}" + (
+        f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
+    print(f"{header}\n{'-' * len(header)}")
+    wins_from = None  # the smallest size from which on the accelerator wins at every size
+    for size in sizes:
+        cpu, *other = (time_matmul((size,) * 3, device) for device in devices)
+        line = f"{size:>6} | {cpu * 1e3:>10.3f}"
+        if other:
+            line += f" | {other[0] * 1e3:>10.3f} | {cpu / other[0]:>7.1f}x"
+            wins_from = (wins_from or size) if other[0] < cpu else None
+        print(line)
+    if name is None:
+        print("No accelerator on this machine, so there is no second column to compare with.")
+    else:
+        print(f"The {name} wins from size {wins_from} on." if wins_from else
+              f"The {name} did not win at any size measured.")

@@ -1,0 +1,145 @@
+"""The companion's flags and errors, not the tutorial's: a parser whose defaults are the
+tutorial's values, types that name the allowed range, and ``run``, which ends a script in one
+line where the learner can fix what went wrong (exit status 2 for a flag, 1 otherwise)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import torch.distributed as dist
+
+SCRIPT = re.compile(r"a0\d_\w+\.py")
+
+
+class UserError(Exception):
+    """A problem the learner can fix: ``run`` prints ``error: <message>`` and exits with 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Under torchrun every process parses the flags: only rank 0 prints, so a mistyped flag
+    gives one message, not one per process."""
+
+    def _print_message(self, message, file=None):
+        if os.environ.get("RANK", "0") == "0":
+            super()._print_message(message, file)
+
+
+def make_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A parser whose --help starts with the script's docstring (which names its section)."""
+    return _Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def command_line() -> list[str]:
+    """The flags, where one of the scripts is what runs (``python a05_...py``, a notebook's
+    ``%run``); none where other code calls its main() (a Jupyter kernel's own ``-f FILE`` is
+    no flag of ours): that gets the tutorial's defaults."""
+    return sys.argv[1:] if SCRIPT.fullmatch(Path(sys.argv[0]).name) else []
+
+
+def _number(kind: type, text: str, low: float, high: float) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high or (kind is float and value == 0):
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what} from {low:g} to {high:g}"
+                                         f"{' (not 0)' if kind is float else ''}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _number(int, text, 1, 10**9)
+
+
+def positive_float(text: str) -> float:
+    return _number(float, text, 0, 1e38)  # a float32 holds it, the model's own type
+
+
+def seed(text: str) -> int:
+    return _number(int, text, 0, 2**64 - 1)  # what torch.manual_seed takes
+
+
+def seconds(text: str) -> timedelta:
+    return timedelta(seconds=_number(float, text, 0, 2_000_000))  # torch's stores: ~24 days
+
+
+def sizes(text: str) -> tuple[int, ...]:
+    return tuple(positive_int(part) for part in text.split(","))
+
+
+def add_training_flags(parser: argparse.ArgumentParser) -> None:
+    """The knobs of section 7's training loop, with the tutorial's values as defaults."""
+    parser.add_argument("--epochs", type=positive_int, default=3,
+                        help="passes over the training data (default: %(default)s)")
+    parser.add_argument("--lr", type=positive_float, default=0.5,
+                        help="SGD learning rate (default: %(default)s)")
+    parser.add_argument("--batch-size", type=positive_int, default=2,
+                        help="examples per training batch (default: %(default)s)")
+    parser.add_argument("--seed", type=seed, default=123,
+                        help="seed for torch.manual_seed (default: %(default)s)")
+
+
+def parse_training_flags(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """a05 to a07: the flags, a batch larger than the 5 examples refused (it leaves nothing)."""
+    args = parser.parse_args(command_line())
+    if args.batch_size > 5:
+        parser.error(f"argument --batch-size: {args.batch_size} is larger than the 5 training "
+                     f"examples; use 1 to 5")
+    return args
+
+
+def heading(title: str) -> None:
+    """A section heading; the title starts with the tutorial's section number."""
+    print(f"\n=== {title} ===")
+
+
+def require_finite_loss(loss: float) -> float:
+    """A loss that became NaN or infinite: the run diverged, so it stops before saving."""
+    if loss != loss or abs(loss) == float("inf"):
+        raise UserError(f"the training loss became {loss}: the weights diverged (--lr too "
+                        f"large?); nothing from this epoch was saved. Try a smaller --lr (with "
+                        f"--snapshot, and another path: the file holds this --lr)")
+    return loss
+
+
+def run(main: Callable[[], None]) -> None:
+    """Call ``main()`` as the program. Ctrl-C and SIGTERM end the process at once, as the
+    kernel does for a signal left at its default: Python's own Ctrl-C waits for the next
+    bytecode, which never comes while torch waits in C++ for a peer. Only where a script was
+    started (``sys.orig_argv``): a notebook's ``%run`` keeps its interrupt button."""
+    if any(SCRIPT.fullmatch(Path(arg).name) for arg in sys.orig_argv[1:3]):
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if hasattr(sys.stdout, "reconfigure"):  # whole lines: processes' output never splices
+        sys.stdout.reconfigure(line_buffering=True, write_through=False)
+    try:
+        main()
+    except UserError as err:
+        fail(str(err))
+    except (dist.DistError, RuntimeError) as err:  # a process group that cannot start,
+        if not isinstance(err, dist.DistError) and "/gloo/" not in str(err):  # or loses a peer
+            raise  # (gloo's are RuntimeErrors that name its source file)
+        words = str(err).strip().split("] ", 1)[-1].split(". ")[0].splitlines()[0].rstrip(".")
+        fail(f"process {os.environ.get('RANK', 0)}: {words} (README: When things go wrong)",
+             every_process=True)
+    except BrokenPipeError:  # piped into `head`, which stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+
+
+def fail(message: str, every_process: bool = False) -> None:
+    """``error: message`` from rank 0 (every process: what each met on its own), exit 1."""
+    if every_process or os.environ.get("RANK", "0") == "0" or not dist.is_initialized():
+        print(f"error: {message}", file=sys.stderr)
+    if dist.is_initialized():  # leave at once: a process group torn down mid-run may abort
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.exit(1)

@@ -1,0 +1,238 @@
+"""a08's processes, not the tutorial's code: its flags and torchrun's variables checked before
+any process waits for another, one device per process, --spawn, data enough for every
+process, and rank 0's summary over all of them."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import math
+import multiprocessing
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Subset
+
+from common import compute_accuracy
+from common.checkpoints import check_writable
+from common.devices import (
+    add_amp_flag,
+    check_amp,
+    cpu_build_beside_an_nvidia_gpu,
+    gpu_missing_from_build,
+)
+from common.flags import (
+    UserError,
+    add_training_flags,
+    command_line,
+    make_parser,
+    positive_int,
+    run,
+    seconds,
+)
+from common.plots import add_plot_flag
+
+
+@dataclass(frozen=True)
+class Launch:
+    """This process among how many: ``rank`` is unique over all machines, ``local_rank``
+    picks the GPU on this one. ``spawn``: --spawn's parent, which starts the processes."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    spawn: int | None = None
+
+
+def read_launch(env=os.environ) -> Launch:
+    """torchrun's variables (or --spawn's), each checked: one line naming what to set."""
+    if "RANK" not in env and "WORLD_SIZE" not in env:
+        return Launch()  # one plain process
+    world_size = _variable(env, "WORLD_SIZE", 1, 10**6)
+    rank = _variable(env, "RANK", 0, world_size - 1)
+    local_world_size = _variable(env, "LOCAL_WORLD_SIZE", 1, world_size, world_size)
+    local_rank = _variable(env, "LOCAL_RANK", 0, local_world_size - 1,
+                           rank if local_world_size == world_size else None)
+    if not env.get("MASTER_ADDR", "").strip():
+        raise UserError("RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to the "
+                        "address of process 0's machine (and MASTER_PORT), or start a08 with "
+                        "torchrun, which sets them all")
+    _variable(env, "MASTER_PORT", 1, 65535)
+    return Launch(rank, local_rank, world_size, local_world_size)
+
+
+def _variable(env, name: str, low: int, high: int, default: int | None = None) -> int:
+    text = env.get(name)
+    if text is None and default is not None:
+        return default
+    if text is None or not text.strip().isdigit() or not low <= int(text) <= high:
+        raise UserError(f"{name}={text!r}: set it to a whole number from {low} to {high}, or "
+                        f"start a08 with torchrun, which sets it")
+    return int(text)
+
+
+def parse_a08_flags(doc: str) -> tuple[argparse.Namespace, Launch, torch.device]:
+    """a08's flags, and this process's place and device, checked before any process waits."""
+    parser = make_parser(doc)
+    add_training_flags(parser)
+    add_plot_flag(parser)
+    add_amp_flag(parser)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="auto: one CUDA GPU per process where there are enough, else the "
+                             "CPU (default: %(default)s)")
+    parser.add_argument("--num-samples", type=positive_int, default=None,
+                        help="training-set size; more than 5 adds noisy copies of the toy data "
+                             "(default: 5, more only where a process would get no full batch)")
+    parser.add_argument("--timeout", type=seconds, default="120",
+                        help="seconds to wait for the other processes (default: %(default)s)")
+    parser.add_argument("--snapshot", metavar="PATH", default=None,
+                        help="save training state here after every epoch, and resume from it "
+                             "if it exists (default: no snapshots)")
+    parser.add_argument("--spawn", type=positive_int, default=None, metavar="N",
+                        help="start N processes on this machine without torchrun, with "
+                             "torch.multiprocessing.spawn (Windows, notebooks) (default: off)")
+    args = parser.parse_args(command_line())
+    spawning = args.spawn and multiprocessing.parent_process() is None  # not its workers
+    if spawning and "RANK" in os.environ:
+        parser.error("argument --spawn: torchrun started the processes already; use one or "
+                     "the other")
+    launch = Launch(world_size=args.spawn, local_world_size=args.spawn, spawn=args.spawn) \
+        if spawning else read_launch()
+    if args.snapshot and launch.rank == 0 and \
+            (problem := check_writable(args.snapshot, "--snapshot")):
+        parser.error(f"argument --snapshot: {problem}")
+    if args.num_samples and math.ceil(args.num_samples / launch.world_size) < args.batch_size:
+        parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
+                     f"{launch.world_size} processes without a full batch of {args.batch_size}; "
+                     f"use at least {launch.world_size * args.batch_size}")
+    device = device_for_process(parser, args.device, launch)
+    check_amp(parser, args.amp, device.type)
+    return args, launch, device
+
+
+def device_for_process(parser: argparse.ArgumentParser, name: str,
+                       launch: Launch) -> torch.device:
+    """One GPU per process (LOCAL_RANK picks it), or the CPU; ``auto`` falls back to the CPU
+    where there are too few GPUs, or none this torch can use, and says why."""
+    if name == "cpu":
+        return torch.device("cpu")
+    gpus = torch.cuda.device_count()
+    if gpus == 0:
+        shortage = cpu_build_beside_an_nvidia_gpu() or \
+            "this machine has no usable CUDA GPU; use --device cpu (or auto)"
+    elif platform.system() == "Windows":  # no NCCL; gloo crashes on CUDA tensors from 2.8
+        shortage = ("on Windows the processes meet through gloo, which cannot carry CUDA "
+                    "tensors (pytorch/pytorch#186535); use --device cpu (or auto), or WSL2")
+    elif launch.local_world_size > gpus:
+        shortage = (f"{launch.local_world_size} processes on this machine but only {gpus} "
+                    f"GPU(s), and NCCL refuses two processes on one GPU; start {gpus}, or use "
+                    f"--device cpu")
+    else:
+        shortage = gpu_missing_from_build()
+    if shortage and name == "cuda":
+        parser.error(f"argument --device cuda: {shortage}")
+    if shortage:
+        if (gpus or cpu_build_beside_an_nvidia_gpu()) and launch.rank == 0 and not launch.spawn:
+            print(f"Note: training on the CPU: {shortage}")
+        return torch.device("cpu")
+    return torch.device("cuda", launch.local_rank)
+
+
+def spawn(main: Callable[[], None], nprocs: int) -> None:
+    """--spawn N: ``main`` in N processes started by torch.multiprocessing, as the book's
+    DDP-script.py does; they meet at a free port of this machine, without libuv (Windows'
+    torch lacks it). A worker that fails has said why; this process exits with its status."""
+    import torch.multiprocessing as mp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # ours says it
+    try:
+        mp.spawn(_worker, args=(nprocs, main), nprocs=nprocs)
+    except mp.ProcessExitedException as err:
+        code = err.exit_code or 1
+        if code < 0:  # a signal ended that worker; torch has ended the others
+            print(f"error: process {err.error_index} was ended by "
+                  f"{signal.Signals(-code).name}", file=sys.stderr)
+        sys.exit(128 - code if code < 0 else code)
+
+
+def _worker(index: int, nprocs: int, main: Callable[[], None]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as run() does for a script
+    os.environ.update(RANK=str(index), LOCAL_RANK=str(index), WORLD_SIZE=str(nprocs),
+                      LOCAL_WORLD_SIZE=str(nprocs))
+    run(main)
+
+
+def enlarge_for_processes(X: torch.Tensor, y: torch.Tensor, world_size: int,
+                          args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
+    """--num-samples examples, else as many as give every process a full batch (rank 0 says
+    so): the examples, then noisy copies (std 0.1, as the text suggests) from a generator of
+    their own, so that the model's initial weights stay the same."""
+    num_samples = args.num_samples or len(y)
+    if math.ceil(num_samples / world_size) < args.batch_size:
+        num_samples = world_size * args.batch_size
+        if dist.get_rank() == 0:
+            print(f"Note: {len(y)} examples leave some of the {world_size} processes without "
+                  f"a full batch of {args.batch_size}; training on {num_samples} (the examples "
+                  f"plus noisy copies; see --num-samples).")
+    copies = math.ceil(num_samples / len(y)) - 1
+    noise = 0.1 * torch.randn((copies, *X.shape), generator=torch.Generator().manual_seed(
+        args.seed))
+    X = torch.cat([X, (X + noise).reshape(-1, X.shape[1])])
+    return X[:num_samples], y.repeat(copies + 1)[:num_samples]
+
+
+def process_name(device: torch.device) -> str:
+    """[GPU0], [GPU1], ... as in the text, or [CPU0], ... on CPUs: the global rank."""
+    return f"[{'GPU' if device.type == 'cuda' else 'CPU'}{dist.get_rank()}]"
+
+
+def report_summary(model: torch.nn.Module, loaders: tuple[DataLoader, ...],
+                   device: torch.device) -> None:
+    """Rank 0's last lines: the accuracy over all processes, every example counted once
+    (DistributedSampler pads the slices, and each process scores the whole test set), and
+    whether all processes hold the same parameters, as averaging the gradients promises."""
+    counts = [count_correct_globally(model.module, loader.dataset, device) for loader in loaders]
+    mine = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    rank_0s = mine.clone()
+    dist.broadcast(rank_0s, src=0)
+    differing = torch.tensor([int(not torch.equal(mine, rank_0s))], device=device)
+    dist.all_reduce(differing)
+    if dist.get_rank() == 0:
+        processes = dist.get_world_size()
+        for name, (correct, total) in zip(("training", "test"), counts, strict=True):
+            print(f"Global {name} accuracy over all {processes} processes: "
+                  f"{correct / total} ({correct} of {total} examples)")
+        print(f"Parameters identical in all {processes} processes: {int(differing) == 0} "
+              f"(what averaging the gradients promises)")
+
+
+def count_correct_globally(model: torch.nn.Module, dataset, device) -> tuple[int, int]:
+    """(correct, total): each process scores a slice with compute_accuracy; summed."""
+    mine = Subset(dataset, range(dist.get_rank(), len(dataset), dist.get_world_size()))
+    correct = round(compute_accuracy(model, DataLoader(mine, batch_size=64), device) *
+                    len(mine)) if len(mine) else 0
+    counts = torch.tensor([correct, len(mine)], device=device)
+    dist.all_reduce(counts)
+    return int(counts[0]), int(counts[1])
+
+
+def free_before_leaving() -> None:
+    """After ``del model``, before ``destroy_process_group()``: collect the DDP model (freed
+    after its group, gloo may abort the process at exit), then wait 50 ms without the GIL,
+    which gloo's thread may need (torch before 2.5 deadlocks: pytorch/pytorch#56297)."""
+    gc.collect()
+    time.sleep(0.05)

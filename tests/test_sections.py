@@ -1,0 +1,376 @@
+"""a01 to a07: each runs alone from a temporary folder and prints the spec's values; what
+holds for every script (--help, the same output twice, no litter)."""
+
+import re
+import sys
+
+import pytest
+import torch
+
+from conftest import (
+    ROOT,
+    SCRIPTS,
+    TUTORIAL_LOSS_LINES,
+    clean_env,
+    loss_lines,
+    run_main,
+    run_script,
+    section,
+)
+
+@pytest.fixture(scope="module")
+def a01(default_run):
+    return default_run("a01_tensors.py")
+
+
+@pytest.fixture(scope="module")
+def a02(default_run):
+    return default_run("a02_autograd.py")
+
+
+@pytest.fixture(scope="module")
+def a03(default_run):
+    return default_run("a03_mlp.py")
+
+
+@pytest.fixture(scope="module")
+def a04(default_run):
+    return default_run("a04_dataloaders.py")
+
+
+def test_a01_exits_cleanly(a01):
+    assert a01.returncode == 0, a01.stderr
+    assert a01.stderr == ""
+
+
+def test_a01_section_1_3_environment_check(a01):
+    assert "=== 1.3 Installing PyTorch" in a01.stdout
+    assert f"torch.__version__: {torch.__version__}\n" in a01.stdout
+    assert "torch.cuda.is_available(): False\n" in a01.stdout  # tests see a CPU-only machine
+    assert "torch.backends.mps.is_available(): False\n" in a01.stdout
+
+
+def test_a01_section_2_1_ranks_0_to_3(a01):
+    out = a01.stdout
+    assert "tensor0d (rank 0):\ntensor(1)\n" in out
+    assert "tensor1d (rank 1):\ntensor([1, 2, 3])\n" in out
+    assert "tensor2d (rank 2):\ntensor([[1, 2],\n        [3, 4]])\n" in out
+    assert ("tensor3d (rank 3):\ntensor([[[1, 2],\n         [3, 4]],\n\n"
+            "        [[5, 6],\n         [7, 8]]])\n") in out
+
+
+def test_a01_exercise_a2_names_python_and_numpy(a01):
+    import platform
+
+    import numpy
+    text = section(a01.stdout, "1.3 Installing PyTorch")
+    assert "(Exercises A.1 and A.2)" in text
+    assert f"Python: {platform.python_version()}\n" in text
+    assert f"numpy.__version__: {numpy.__version__}\n" in text
+
+
+def test_a01_section_2_1_numpy_copy_and_shared_memory(a01):
+    text = section(a01.stdout, "2.1 Tensors from NumPy arrays")
+    assert ("torch.tensor(ary3d) after ary3d[0, 0, 0] = 999 (a copy: unchanged):\n"
+            "tensor([[[1, 2],\n         [3, 4]],\n\n        [[5, 6],\n         [7, 8]]])\n"
+            ) in text
+    assert ("torch.from_numpy(ary3d) after ary3d[0, 0, 0] = 999 (shared: changed):\n"
+            "tensor([[[999,   2],\n         [  3,   4]],\n\n"
+            "        [[  5,   6],\n         [  7,   8]]])\n") in text
+
+
+def test_a01_section_2_2_dtypes(a01):
+    out = a01.stdout
+    assert "tensor1d.dtype: torch.int64\n" in out
+    assert "floatvec.dtype: torch.float32\n" in out
+    assert "tensor1d.to(torch.float32).dtype: torch.float32\n" in out
+
+
+def test_a01_section_2_3_operations(a01):
+    out = a01.stdout
+    assert "tensor2d.shape: torch.Size([2, 3])\n" in out
+    three_by_two = "tensor([[1, 2],\n        [3, 4],\n        [5, 6]])\n"
+    assert "tensor2d.reshape(3, 2):\n" + three_by_two in out
+    assert "tensor2d.view(3, 2):\n" + three_by_two in out
+    assert "tensor2d.T:\ntensor([[1, 4],\n        [2, 5],\n        [3, 6]])\n" in out
+    gram = "tensor([[14, 32],\n        [32, 77]])\n"
+    assert "tensor2d.matmul(tensor2d.T):\n" + gram in out
+    assert "tensor2d @ tensor2d.T:\n" + gram in out
+
+
+def test_a01_sections_in_tutorial_order(a01):
+    out = a01.stdout
+    positions = [out.index(f"=== {n} ") for n in ("1.3", "2.1", "2.2", "2.3")]
+    assert positions == sorted(positions)
+
+
+def test_a02_section_3_forward_loss(a02):
+    assert a02.returncode == 0, a02.stderr
+    assert "=== 3 Seeing models as computation graphs ===\nloss: tensor(0.0852)\n" in a02.stdout
+
+
+def test_a02_section_4_autograd_grad(a02):
+    assert "grad(loss, w1): (tensor([-0.0898]),)\n" in a02.stdout
+    assert "grad(loss, b): (tensor([-0.0817]),)\n" in a02.stdout
+
+
+def test_a02_section_4_backward(a02):
+    assert "after loss.backward(), w1.grad: tensor([-0.0898])\n" in a02.stdout
+    assert "after loss.backward(), b.grad: tensor([-0.0817])\n" in a02.stdout
+
+
+def test_a03_section_5_module_tree(a03):
+    assert a03.returncode == 0, a03.stderr
+    assert (
+        "NeuralNetwork(\n"
+        "  (layers): Sequential(\n"
+        "    (0): Linear(in_features=50, out_features=30, bias=True)\n"
+        "    (1): ReLU()\n"
+        "    (2): Linear(in_features=30, out_features=20, bias=True)\n"
+        "    (3): ReLU()\n"
+        "    (4): Linear(in_features=20, out_features=3, bias=True)\n"
+        "  )\n"
+        ")\n"
+    ) in a03.stdout
+
+
+def test_a03_section_5_parameter_count(a03):
+    assert "Total number of trainable model parameters: 2213\n" in a03.stdout
+    assert "model.layers[0].weight.shape: torch.Size([30, 50])\n" in a03.stdout
+
+
+def test_a03_exercise_a3_752_parameters(a03):
+    assert "NeuralNetwork(2, 2) trainable parameters: 752\n" in a03.stdout
+
+
+def test_a03_section_5_seeded_weights(a03):
+    out = a03.stdout
+    assert "tensor([[-0.0577,  0.0047, -0.0702,  ...,  0.0222,  0.1260,  0.0865],\n" in out
+    assert "        [ 0.0790,  0.1343, -0.0293,  ...,  0.0344, -0.0971, -0.0509]],\n" in out
+
+
+def test_a03_section_5_forward_pass(a03):
+    out = a03.stdout
+    assert "model(X): tensor([[-0.1262,  0.1080, -0.1792]], grad_fn=<AddmmBackward0>)\n" in out
+    assert "model(X) under torch.no_grad(): tensor([[-0.1262,  0.1080, -0.1792]])\n" in out
+    assert "torch.softmax(model(X), dim=1): tensor([[0.3113, 0.3934, 0.2952]])\n" in out
+
+
+def test_a04_section_6_toy_data(a04):
+    assert a04.returncode == 0, a04.stderr
+    out = a04.stdout
+    assert ("X_train:\ntensor([[-1.2000,  3.1000],\n        [-0.9000,  2.9000],\n"
+            "        [-0.5000,  2.6000],\n        [ 2.3000, -1.1000],\n"
+            "        [ 2.7000, -1.5000]])\n") in out
+    assert "y_train: tensor([0, 0, 0, 1, 1])\n" in out  # five labels, not the blog's four
+    assert "len(train_ds): 5\n" in out
+
+
+def test_a04_section_6_shuffled_batches(a04):
+    text = section(a04.stdout, "6 DataLoader: shuffled")
+    assert ("Batch 1: tensor([[ 2.3000, -1.1000],\n        [-0.9000,  2.9000]]) "
+            "tensor([1, 0])\n") in text
+    assert ("Batch 2: tensor([[-1.2000,  3.1000],\n        [-0.5000,  2.6000]]) "
+            "tensor([0, 0])\n") in text
+    assert "Batch 3: tensor([[ 2.7000, -1.5000]]) tensor([1])\n" in text
+
+
+def test_a04_section_6_drop_last_batches(a04):
+    text = section(a04.stdout, "6 DataLoader with drop_last=True")
+    assert ("Batch 1: tensor([[-1.2000,  3.1000],\n        [-0.5000,  2.6000]]) "
+            "tensor([0, 0])\n") in text
+    assert ("Batch 2: tensor([[ 2.3000, -1.1000],\n        [-0.9000,  2.9000]]) "
+            "tensor([1, 0])\n") in text
+    assert "Batch 3" not in text
+
+
+def test_a04_section_6_test_loader_in_order(a04):
+    text = section(a04.stdout, "6 The test loader")
+    assert ("Batch 1: tensor([[-0.8000,  2.8000],\n        [ 2.6000, -1.6000]]) "
+            "tensor([0, 1])\n") in text
+
+
+def test_a04_section_6_num_workers_explained_and_working(a04):
+    text = section(a04.stdout, "6 num_workers")
+    assert "num_workers=0 loads every batch in the main process" in text
+    assert "through 2 workers" in text
+    assert "Batch 3: tensor([[ 2.7000, -1.5000]]) tensor([1])\n" in text
+
+
+def test_a04_workers_started_by_spawn_give_the_same_batches(a04, tmp_path):
+    """macOS and Windows start DataLoader workers by spawn (Linux forks): simulated here by a
+    shim that makes spawn the start method; the whole output must not change."""
+    result = run_script("a04_dataloaders.py", cwd=tmp_path, env=clean_env("spawn_start"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == a04.stdout
+    assert "Dataset\ndefined in a notebook cell fails there" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def a05(default_run):
+    return default_run("a05_training_loop.py")
+
+
+def test_a05_section_7_six_loss_lines(a05):
+    assert a05.returncode == 0, a05.stderr
+    assert loss_lines(a05.stdout) == TUTORIAL_LOSS_LINES
+
+
+def test_a05_section_7_predictions(a05):
+    out = a05.stdout
+    assert ("Logits:\ntensor([[ 2.8569, -4.1618],\n        [ 2.5382, -3.7548],\n"
+            "        [ 2.0944, -3.1820],\n        [-1.4814,  1.4816],\n"
+            "        [-1.7176,  1.7342]])\n") in out
+    probas = out[out.index("(softmax):\n"):out.index("argmax")]
+    # torch 2.4 pads sci_mode=False numbers more widely than 2.13; the digits are the same
+    assert "".join(probas.split()) == (
+        "(softmax):tensor([[0.9991,0.0009],[0.9982,0.0018],[0.9949,0.0051],"
+        "[0.0491,0.9509],[0.0307,0.9693]])")
+    assert "argmax of the probabilities: tensor([0, 0, 0, 1, 1])\n" in out
+    assert "argmax of the logits: tensor([0, 0, 0, 1, 1])\n" in out
+    assert "predictions == y_train: tensor([True, True, True, True, True])\n" in out
+    assert "torch.sum(predictions == y_train): tensor(5)\n" in out
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(out, "7 compute_accuracy")
+
+
+def test_a05_flags_change_the_run(capsys):
+    code, out, err = run_main("a05_training_loop.py", ["--epochs", "1", "--batch-size", "1"],
+                              capsys)
+    assert code == 0, err
+    assert len(loss_lines(out)) == 5
+    assert loss_lines(out)[0].startswith("Epoch: 001/001 | Batch 000/005 | Train/Val Loss: ")
+
+
+def test_compute_accuracy_takes_the_argmax_over_classes():
+    from torch.utils.data import DataLoader
+
+    from common import ToyDataset, compute_accuracy
+
+    class Fixed(torch.nn.Module):  # logits whose argmax over dim 1 is the label, over 0 not
+        def forward(self, x):
+            return torch.tensor([[5.0, 0.0], [0.0, 1.0], [9.0, 0.0]])
+
+    data = ToyDataset(torch.zeros(3, 2), torch.tensor([0, 1, 0]))
+    assert compute_accuracy(Fixed(), DataLoader(data, batch_size=3)) == 1.0
+
+
+@pytest.fixture(scope="module")
+def a06(default_run):
+    return default_run("a06_save_load.py")
+
+
+def test_a06_section_8_saves_loads_and_predicts_the_same(a06):
+    assert a06.returncode == 0, a06.stderr
+    assert loss_lines(a06.stdout) == TUTORIAL_LOSS_LINES
+    text = section(a06.stdout, "8 Saving and loading models")
+    assert "Saved model.state_dict() to model.pth\n<All keys matched successfully>\n" in text
+    assert "Restored model gives the trained model's logits exactly: True\n" in text
+    assert "Predicted classes: tensor([0, 0, 0, 1, 1])\n" in text
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in text
+
+
+def test_a06_file_holds_a05s_trained_weights(a06, capsys):
+    """Tensor for tensor: a06 saves what a05's loop trains (the same seed, the same loop)."""
+    import a05_training_loop
+    from common import NeuralNetwork, toy_loaders
+    train_loader = toy_loaders()[0]
+    torch.manual_seed(123)
+    model = NeuralNetwork(2, 2)
+    a05_training_loop.train(model, train_loader, torch.optim.SGD(model.parameters(), lr=0.5), 3)
+    capsys.readouterr()
+    saved = torch.load(a06.cwd / "model.pth", weights_only=True)
+    assert list(saved) == list(model.state_dict())
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(saved[name], tensor), name
+
+
+def test_a06_load_restores_without_training(a06):
+    result = run_script("a06_save_load.py", "--load", "model.pth", cwd=a06.cwd)
+    assert result.returncode == 0, result.stderr
+    assert loss_lines(result.stdout) == []
+    assert "<All keys matched successfully>\nPredicted classes: tensor([0, 0, 0, 1, 1])\n" \
+        "Training accuracy: 1.0\nTest accuracy: 1.0\n" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def a07(default_run):
+    return default_run("a07_gpu_single.py")
+
+
+def test_a07_sections_9_1_and_9_2_on_a_cpu(a07):
+    assert a07.returncode == 0, a07.stderr
+    text = section(a07.stdout, "9.1 Computations on GPU devices")
+    assert "On the CPU: tensor([5., 7., 9.])\nTraining device: cpu (no accelerator found).\n" \
+        in text
+    assert "tensor([5., 7., 9.], device='cuda:0')" in text
+    assert loss_lines(section(a07.stdout, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(a07.stdout,
+                                                                      "9.2 compute_accuracy")
+
+
+def test_a07_exercise_a4_table(capsys):
+    code, out, err = run_main("a07_gpu_single.py", ["--benchmark", "--sizes", "64,256"], capsys)
+    assert code == 0, err
+    text = section(out, "9.1 Exercise A.4")
+    assert [size for size, ms in re.findall(r"^ +(\d+) \| +(\d+\.\d{3})$", text, re.M)
+            if float(ms) > 0] == ["64", "256"]
+    assert "No accelerator on this machine, so there is no second column" in text
+    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU \d+\.\d us$", text, re.M)
+
+
+SECTIONS = ["1.3", "Sections 3 and 4", "Section 5", "Section 6", "Section 7", "Section 8",
+            "Sections 9.1 and 9.2", "Section 9.3"]
+
+
+@pytest.mark.parametrize("script, number", list(zip(SCRIPTS, SECTIONS, strict=True)))
+def test_help_names_the_section_and_every_default(script, number, capsys):
+    code, out, _ = run_main(script, ["--help"], capsys)
+    assert code == 0
+    assert number in out and "PyTorch in One Hour" in out
+    blocks = re.split(r"\n  (?=-)", out.split("options:")[1])[1:]
+    assert blocks and all("default" in block for block in blocks if "--help" not in block)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_runs_twice_with_the_same_output_and_no_litter(script, default_run, capsys,
+                                                      monkeypatch):
+    """The second run goes in-process, where the first left its files (a06: model.pth)."""
+    first = default_run(script)
+    assert first.returncode == 0, first.stderr
+    assert re.search(r"=== \d", first.stdout), "no numbered section heading"
+    monkeypatch.chdir(first.cwd)
+    code, out, err = run_main(script, [], capsys)
+    assert (code, out) == (0, first.stdout), err
+    torch.set_printoptions(profile="default", sci_mode=None)  # a05 set sci_mode=False
+    litter = [path.name for path in first.cwd.iterdir()]
+    assert litter == (["model.pth"] if script.startswith("a06") else [])
+
+
+def test_no_litter_in_the_clone(default_run):
+    for script in SCRIPTS:
+        default_run(script)
+    assert not [p for p in ROOT.glob("*") if p.suffix in (".pth", ".pt", ".png")]
+
+
+def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
+    from common import walkthrough
+    (tmp_path / "first.py").write_text("print('first ran')\n")
+    (tmp_path / "broken.py").write_text("raise SystemExit(3)\n")
+    (tmp_path / "never.py").write_text(f"open({str(tmp_path / 'RAN')!r}, 'w')\n")
+    monkeypatch.setattr(walkthrough, "ROOT", tmp_path)
+    monkeypatch.setattr(walkthrough, "STEPS", [("first.py", []), ("broken.py", []),
+                                               ("never.py", [])])
+    monkeypatch.setattr(sys, "argv", ["walkthrough"])
+    assert walkthrough.main() == 1
+    assert "Walkthrough stopped: broken.py failed (exit status 3)." in capsys.readouterr().err
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_a_notebook_calling_main_gets_the_tutorials_defaults(monkeypatch, capsys):
+    """A Jupyter kernel's argv is its own (pytorch/examples#369): main() ignores it."""
+    import a05_training_loop
+    monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/ipykernel_launcher.py", "-f",
+                                      "/root/.local/share/jupyter/runtime/kernel-1.json"])
+    a05_training_loop.main()
+    assert loss_lines(capsys.readouterr().out) == TUTORIAL_LOSS_LINES
+    torch.set_printoptions(profile="default", sci_mode=None)
