@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from common.flags import UserError
+from common.flags import UserError, words
 
 ROOT = Path(__file__).resolve().parent.parent  # the clone: the scripts and common/
 
@@ -57,7 +57,7 @@ def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
             os.fsync(written.fileno())  # on disk before the rename makes it the file
         replace(tmp, target, path, flag)
     except (OSError, RuntimeError) as err:  # torch.save: RuntimeError "... failed writing"
-        raise UserError(f"{path}: cannot write it ({str(err).splitlines()[0]}); choose "
+        raise UserError(f"{path}: cannot write it ({words(err)}); choose "
                         f"another {flag}, or free some space") from None
     finally:
         tmp.unlink(missing_ok=True)
@@ -112,8 +112,7 @@ def why_unusable(path: str, err: Exception) -> str:
     try:
         content = torch.load(path, map_location=on_the_cpu, weights_only=True)
     except Exception as again:
-        return f"not a checkpoint torch can read ({str(again).splitlines()[0][:120]}); save " \
-               f"it again"
+        return f"not a checkpoint torch can read ({words(again)}); save it again"
     keys = list(content) if isinstance(content, dict) else []
     if devices - {"cpu"} and not str(err).startswith("Error(s) in loading"):
         return (f"saved on {'/'.join(sorted(devices - {'cpu'}))}, which this machine lacks; "
@@ -126,7 +125,8 @@ def why_unusable(path: str, err: Exception) -> str:
         if key in keys:
             return (f"a checkpoint that holds more than the model; its weights are under "
                     f"{key!r}: model.load_state_dict(torch.load(PATH)[{key!r}])")
-    return f"does not fit this model ({str(err).strip().splitlines()[-1].strip()[:160]})"
+    lines = str(err).strip().splitlines()  # load_state_dict's first mismatch, or its words
+    return f"does not fit this model ({(lines[1:] or lines)[0].strip()[:160]})"
 
 
 def raised_in_our_code(err: Exception) -> bool:

@@ -126,12 +126,17 @@ def run(main: Callable[[], None]) -> None:
     except (dist.DistError, RuntimeError) as err:  # a process group that cannot start,
         if not isinstance(err, dist.DistError) and "/gloo/" not in str(err):  # or loses a peer
             raise  # (gloo's are RuntimeErrors that name its source file)
-        words = str(err).strip().split("] ", 1)[-1].split(". ")[0].splitlines()[0].rstrip(".")
-        fail(f"process {os.environ.get('RANK', 0)}: {words} (README: When things go wrong)",
-             every_process=True)
+        fail(f"process {os.environ.get('RANK', 0)}: {words(err)} (README: When things go "
+             f"wrong)", every_process=True)
     except BrokenPipeError:  # piped into `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+
+
+def words(err: BaseException) -> str:
+    """An error's own first sentence, without the C++ source file some put first."""
+    text = str(err).strip().split("] ", 1)[-1] if str(err).startswith("[") else str(err)
+    return (text.strip().splitlines() or [type(err).__name__])[0].split(". ")[0].rstrip(".")
 
 
 def fail(message: str, every_process: bool = False) -> None:

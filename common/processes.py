@@ -76,8 +76,9 @@ def _variable(env, name: str, low: int, high: int, default: int | None = None) -
     if text is None and default is not None:
         return default
     if text is None or not text.strip().isdigit() or not low <= int(text) <= high:
-        raise UserError(f"{name}={text!r}: set it to a whole number from {low} to {high}, or "
-                        f"start a08 with torchrun, which sets it")
+        raise UserError(f"{name + ' is not set' if text is None else f'{name}={text!r}'}: "
+                        f"set it to a whole number from {low} to {high}, or start a08 with "
+                        f"torchrun, which sets it")
     return int(text)
 
 

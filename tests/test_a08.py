@@ -1,0 +1,226 @@
+"""a08 under real torchrun on CPU with gloo: any number of processes, one or two 'machines',
+--spawn; and what section 9.3 teaches: DDP averages the gradients, the sampler splits the data."""
+
+import os
+import platform
+import re
+import sys
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import a08_ddp_torchrun as a08
+from common import NeuralNetwork, processes
+from conftest import ROOT, a08_command, clean_env, free_port, run_together
+
+LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/003 \| Batchsize 002 \| "
+                  r"Train/Val Loss: (\d\.\d\d)$")
+ACCURACY = re.compile(r"^\[CPU(\d+)\] (Training|Test) accuracy 1\.0$")
+SUMMARY = re.compile(r"^(Global (training|test) accuracy over all \d+ processes: 1\.0 \(\d+ of "
+                     r"\d+ examples\)|Parameters identical in all \d+ processes: (True|False) "
+                     r"\(what averaging the gradients promises\))$")
+HEADER = re.compile(r"^(|=== 9\.3 .*|PyTorch version: .*|CUDA available: False|"
+                    r"Number of GPUs available: 0|Note: .*)$")
+SPAWN2, SPAWN3, MACHINES, NO_AVERAGING = "spawn2", "spawn3", "machines", "no-averaging"
+
+
+def parse(stdout: str) -> dict:
+    """Every line one whole line of a known kind (spliced lines fail): losses by rank."""
+    losses: dict = {}
+    for line in stdout.splitlines():
+        if m := LOSS.match(line):
+            losses.setdefault(int(m[1]), []).append((int(m[2]), float(m[3])))
+        else:
+            assert ACCURACY.match(line) or SUMMARY.match(line) or HEADER.match(line), line
+    return losses
+
+
+def command(key, port: int) -> list[str]:
+    if key in (SPAWN2, SPAWN3, NO_AVERAGING):
+        return a08_command("--spawn", "3" if key == SPAWN3 else "2", "--snapshot", "final.pt")
+    if isinstance(key, tuple):  # two torchruns as two machines, meeting at one port
+        return [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
+                f"--node_rank={key[1]}", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                f"--master_port={port}", str(ROOT / "a08_ddp_torchrun.py")]
+    return a08_command(nproc=key, port=port)
+
+
+def environment(key) -> dict:
+    """--spawn 2 on a torch whose TCPStore has no libuv, as Windows' (--spawn needs none);
+    the no-averaging run's DDP never averages gradients (its check must see it)."""
+    return clean_env(*{SPAWN2: ["no_libuv"], NO_AVERAGING: ["no_grad_averaging"]}.get(key, []))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The default runs, all at once on their own ports; others when first asked for."""
+    cache: dict = {}
+
+    def get(key):
+        if key not in cache:
+            batch = [2, SPAWN2] if key in (2, SPAWN2) else [(MACHINES, 0), (MACHINES, 1)] \
+                if isinstance(key, tuple) else [key]
+            port = free_port()
+            cache.update(run_together({k: command(k, port if isinstance(k, tuple) else
+                                                  free_port()) for k in batch},
+                                      lambda k: tmp_path_factory.mktemp("ddp"), environment))
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("key", [2, SPAWN2, pytest.param(SPAWN3, marks=pytest.mark.stress),
+                                 *(pytest.param(n, marks=pytest.mark.stress) for n in (1, 5, 8))])
+def test_a08_runs_every_process_to_the_end(key, runs):
+    nproc = {SPAWN2: 2, SPAWN3: 3}.get(key, key)
+    result = runs(key)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "terminate called" not in result.stderr
+    losses = parse(result.stdout)
+    samples = 5 if -(-5 // nproc) >= 2 else 2 * nproc  # 5 or more: enlarged
+    per_rank = -(-samples // nproc) // 2  # DistributedSampler pads, the loader drops the rest
+    assert {rank: [epoch for epoch, _ in lines] for rank, lines in losses.items()} == \
+        {rank: sorted([1, 2, 3] * per_rank) for rank in range(nproc)}
+    first, last = ([loss for lines in losses.values() for e, loss in lines if e == epoch]
+                   for epoch in (1, 3))
+    assert sum(last) / len(last) < sum(first) / len(first)
+    out = result.stdout
+    assert out.count("PyTorch version:") == 1 and "CUDA available: False\n" in out
+    for kind in ("Training", "Test"):
+        assert sorted(re.findall(rf"^\[CPU(\d)\] {kind} accuracy 1\.0$", out, re.M)) == \
+            [str(rank) for rank in range(nproc)]
+    summary = out.splitlines()[-3:]
+    assert summary == [
+        f"Global training accuracy over all {nproc} processes: 1.0 ({samples} of {samples} "
+        f"examples)", f"Global test accuracy over all {nproc} processes: 1.0 (2 of 2 examples)",
+        f"Parameters identical in all {nproc} processes: True (what averaging the gradients "
+        f"promises)"]
+    notes = re.findall(r"^Note: .*$", out, re.M)
+    assert notes == ([f"Note: 5 examples leave some of the {nproc} processes without a full "
+                      f"batch of 2; training on {2 * nproc} (the examples plus noisy copies; "
+                      f"see --num-samples)."] if nproc >= 5 else [])
+
+
+def test_a08_plain_python_is_one_process_with_the_published_losses(default_run):
+    result = default_run("a08_ddp_torchrun.py")
+    assert result.returncode == 0, result.stderr
+    # the published script's own figures on torch 2.13 CPU (spec, a08)
+    assert parse(result.stdout) == {0: list(zip([1, 1, 2, 2, 3, 3],
+                                                [0.66, 0.33, 0.10, 0.07, 0.04, 0.01]))}
+    assert "Parameters identical in all 1 processes: True" in result.stdout
+
+
+@pytest.mark.stress
+def test_a08_two_machines_use_global_ranks(runs):
+    """Two torchruns with --nnodes=2 on one port: global ranks 0 to 3 (LOCAL_RANK is 0, 1)."""
+    first, second = runs((MACHINES, 0)), runs((MACHINES, 1))
+    assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr
+    ranks = sorted(re.findall(r"^\[CPU(\d)\] Test accuracy", first.stdout + second.stdout, re.M))
+    assert ranks == ["0", "1", "2", "3"]
+    assert "Global training accuracy over all 4 processes: 1.0" in first.stdout
+    assert "Global" not in second.stdout
+
+
+@pytest.mark.stress
+def test_a08_says_so_when_gradients_are_not_averaged(runs):
+    result = runs(NO_AVERAGING)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Parameters identical in all 2 processes: False" in result.stdout
+    assert result.stdout.count("accuracy 1.0") == 4  # which is why the check exists
+
+
+def train_loaders(nproc: int, monkeypatch) -> list:
+    """a08's training loader as each of ``nproc`` processes builds it."""
+    monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py"])
+    args = processes.parse_a08_flags(a08.__doc__)[0]
+    loaders = []
+    for rank in range(nproc):
+        monkeypatch.setattr(dist, "get_world_size", lambda group=None: nproc)
+        monkeypatch.setattr(dist, "get_rank", lambda group=None, rank=rank: rank)
+        loaders.append(a08.prepare_dataset(args, nproc, torch.device("cpu"))[0])
+    return loaders
+
+
+def indices(loaders: list, epoch: int) -> list[list[int]]:
+    for loader in loaders:
+        loader.sampler.set_epoch(epoch)
+    return [list(loader.sampler) for loader in loaders]
+
+
+@pytest.mark.parametrize("nproc", [2, 3, 5])
+def test_distributed_sampler_splits_the_data(nproc, monkeypatch):
+    """Disjoint slices that cover the data (padded by repeating its first examples), each
+    loader yields its slice, set_epoch reshuffles, the same seed repeats the order."""
+    loaders = train_loaders(nproc, monkeypatch)
+    dataset = loaders[0].dataset
+    n = len(dataset)
+    slices = indices(loaders, epoch=0)
+    per_rank = -(-n // nproc)
+    dealt = [slices[i % nproc][i // nproc] for i in range(per_rank * nproc)]
+    assert sorted(dealt[:n]) == list(range(n)) and dealt[n:] == dealt[:per_rank * nproc - n]
+    for loader, mine in zip(loaders, slices, strict=True):
+        seen = torch.cat([features for features, _ in loader])
+        assert torch.equal(seen, dataset.features[mine[:len(seen)]])
+    assert indices(loaders, epoch=1) != slices
+    assert indices(train_loaders(nproc, monkeypatch), epoch=0) == slices
+
+
+def sgd_on_joined_batches(loaders: list, epochs: int, ranks: int | None = None) -> dict:
+    """One process, plain SGD, each step on the batches of the first ``ranks`` processes."""
+    torch.manual_seed(123)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    for epoch in range(epochs):
+        for loader in loaders:
+            loader.sampler.set_epoch(epoch)
+        for step in zip(*loaders[:ranks], strict=True):
+            loss = F.cross_entropy(model(torch.cat([f for f, _ in step])),
+                                   torch.cat([label for _, label in step]))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return model.state_dict()
+
+
+@pytest.mark.parametrize("key", [SPAWN2, pytest.param(SPAWN3, marks=pytest.mark.stress)])
+def test_ddp_equals_one_process_on_the_joined_batches(key, runs, monkeypatch):
+    """Gradient averaging as an equation: N processes with batches of 2 end with the weights
+    one process reaches with plain SGD on the N batches joined (from --snapshot's file)."""
+    nproc = 3 if key == SPAWN3 else 2
+    result = runs(key)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ddp = torch.load(result.cwd / "final.pt", weights_only=True)["model"]
+    loaders = train_loaders(nproc, monkeypatch)
+    joined = sgd_on_joined_batches(loaders, epochs=3)
+    alone = sgd_on_joined_batches(loaders, epochs=3, ranks=1)
+    for name, weight in ddp.items():
+        assert torch.allclose(weight, joined[name], rtol=0, atol=1e-6), name
+    assert max((ddp[name] - alone[name]).abs().max() for name in alone) > 1e-3
+
+
+def test_a08_pins_memory_only_for_gpu_processes(monkeypatch):
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 1)
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
+    monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py"])
+    args = processes.parse_a08_flags(a08.__doc__)[0]
+    for device, pinned in (("cpu", False), ("cuda", True)):
+        assert a08.prepare_dataset(args, 1, torch.device(device))[0].pin_memory is pinned
+
+
+@pytest.mark.parametrize(("system", "device", "backend", "libuv"), [
+    ("Linux", torch.device("cuda", 0), "nccl", "1"),
+    ("Linux", torch.device("cpu"), "gloo", "1"),
+    ("Windows", torch.device("cpu"), "gloo", "0"),  # a08 never trains on CUDA there
+])
+def test_a08_process_group_backend(system, device, backend, libuv, monkeypatch):
+    calls = []
+    monkeypatch.setattr(platform, "system", lambda: system)
+    monkeypatch.setattr(a08, "init_process_group", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setenv("USE_LIBUV", "1")
+    a08.ddp_setup(0, 1, device, timedelta(seconds=5))
+    assert [call["backend"] for call in calls] == [backend]
+    assert os.environ["USE_LIBUV"] == libuv

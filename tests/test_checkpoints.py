@@ -1,0 +1,227 @@
+"""Saving never damages what is there; a file that cannot be loaded is one line (a06 --load)."""
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import a06_save_load
+from common import NeuralNetwork, checkpoints, flags
+from conftest import ROOT, clean_env, run, run_main, run_script
+
+
+class CodeRunningPickle:
+    """Unpickled, it runs ``touch marker``: what a malicious checkpoint holds."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def saved_on(device: str, path: Path) -> None:
+    """A state_dict saved as on ``device``: torch.save's file with its storages' location tag
+    (pickled as the text 'cpu') rewritten."""
+    buffer = io.BytesIO()
+    torch.save(NeuralNetwork(2, 2).state_dict(), buffer)
+    with zipfile.ZipFile(buffer) as source, zipfile.ZipFile(path, "w") as target:
+        for member in source.infolist():
+            data = source.read(member)
+            if member.filename.endswith("/data.pkl"):
+                data = data.replace(b"X\x03\x00\x00\x00cpu",
+                                    b"X" + len(device).to_bytes(4, "little") + device.encode())
+            target.writestr(member, data)
+
+
+def bad_files(folder: Path) -> dict[str, str]:
+    """name -> the one line a06 --load must say of it."""
+    model = NeuralNetwork(2, 2)
+    good = folder / "good.pth"
+    torch.save(model.state_dict(), good)
+    (folder / "empty.pth").write_bytes(b"")
+    (folder / "truncated.pth").write_bytes(good.read_bytes()[:300])
+    (folder / "notes.pth").write_text("these are my notes, not a checkpoint\n")
+    torch.save(torch.nn.Linear(3, 4).state_dict(), folder / "other_arch.pth")
+    (folder / "a_folder.pth").mkdir()
+    torch.save({"epoch": 3, "model_state_dict": model.state_dict()}, folder / "general.pth")
+    torch.save({f"module.{k}": v for k, v in model.state_dict().items()}, folder / "ddp.pth")
+    torch.save({"w": CodeRunningPickle(folder / "CODE_RAN")}, folder / "evil.pth")
+    saved_on("cuda", folder / "colab.pth")
+    saved_on("mps", folder / "mac.pth")
+    return {
+        "missing.pth": "missing.pth: no such file; check the path, or train and save first",
+        "empty.pth": "empty.pth: the file is empty (an interrupted save?); save it again",
+        "truncated.pth": "truncated.pth: not a checkpoint torch can read (PytorchStreamReader "
+                         "failed reading zip archive: failed finding central directory); save "
+                         "it again",
+        "notes.pth": "notes.pth: not a checkpoint torch can read (",
+        "other_arch.pth": 'other_arch.pth: does not fit this model (Missing key(s) in '
+                          'state_dict: "layers.0.weight"',
+        "a_folder.pth": "a_folder.pth: cannot read it (Is a directory)",
+        "general.pth": "general.pth: a checkpoint that holds more than the model; its weights "
+                       "are under 'model_state_dict'",
+        "ddp.pth": "ddp.pth: saved from a DistributedDataParallel model (keys start with "
+                   "'module.')",
+        "evil.pth": "evil.pth: refused: it holds Python objects, not only tensors, and "
+                    "loading it could run code",
+        "colab.pth": "colab.pth: saved on cuda, which this machine lacks; torch.load(PATH, "
+                     "map_location='cpu', weights_only=True) loads it onto the CPU",
+        "mac.pth": "mac.pth: saved on mps, which this machine lacks",
+    }
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bad")
+    return folder, bad_files(folder)
+
+
+@pytest.mark.parametrize("name", ["missing.pth", "empty.pth", "truncated.pth", "notes.pth",
+                                  "other_arch.pth", "a_folder.pth", "general.pth", "ddp.pth",
+                                  "evil.pth", "colab.pth", "mac.pth"])
+def test_a06_load_of_an_unusable_file_is_one_line(name, files, capsys):
+    if name == "mac.pth" and torch.backends.mps.is_built():
+        pytest.skip("this torch loads MPS tensors (a Mac)")
+    folder, expected = files
+    code, out, err = run_main("a06_save_load.py", ["--load", str(folder / name)], capsys)
+    assert code == 1
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {folder / name}: "), err
+    assert expected[name] in err
+    assert "Predicted" not in out
+    assert not (folder / "CODE_RAN").exists()
+
+
+def test_the_explained_remedies_work(files):
+    folder, _ = files
+    state = torch.load(folder / "colab.pth", map_location="cpu", weights_only=True)
+    torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(
+        ddp := torch.load(folder / "ddp.pth", weights_only=True), "module.")
+    for loaded in (state, ddp):
+        NeuralNetwork(2, 2).load_state_dict(loaded)
+
+
+def test_a_bad_file_from_the_command_line(files):
+    folder, _ = files
+    result = run_script("a06_save_load.py", "--load", "truncated.pth", cwd=folder)
+    assert (result.returncode, result.stderr.count("\n")) == (1, 1), result.stderr
+    assert result.stderr.startswith("error: truncated.pth: not a checkpoint torch can read")
+
+
+def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files, tmp_path):
+    """The file is fine, the learner's edit of a06's load line is wrong (a keyword mistyped)."""
+    folder, _ = files
+    shutil.copytree(ROOT / "common", tmp_path / "common")
+    script = tmp_path / "a06_save_load.py"
+    line = "torch.load(path, weights_only=True)))"
+    assert line in (ROOT / script.name).read_text()
+    script.write_text((ROOT / script.name).read_text().replace(
+        line, "torch.load(path, weights_only=True), strictt=True))"))
+    result = run([sys.executable, str(script), "--load", str(folder / "good.pth")], tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Traceback (most recent call last):"), result.stderr
+    assert result.stderr.splitlines()[-1].startswith("TypeError:")
+
+
+def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans_up(tmp_path):
+    target = tmp_path / "model.pth"
+    torch.save({"w": torch.arange(10.0)}, target)
+    before = target.read_bytes()
+    writer = subprocess.run(
+        [sys.executable, "-c",
+         "import os, signal, sys, torch; sys.path.insert(0, sys.argv[1])\n"
+         "from common.checkpoints import atomic_path\n"
+         "with atomic_path(sys.argv[2]) as tmp:\n"
+         "    torch.save({'w': torch.ones(100_000)}, tmp)\n"
+         "    os.truncate(tmp, os.path.getsize(tmp) // 2)  # as a write cut short\n"
+         "    os.kill(os.getpid(), signal.SIGKILL)\n", str(ROOT), str(target)],
+        timeout=60, env=clean_env())
+    assert writer.returncode == -signal.SIGKILL
+    assert len(list(tmp_path.glob(".model.pth.*.tmp"))) == 1, "not caught mid-save"
+    assert target.read_bytes() == before
+    with checkpoints.atomic_path(str(target)) as tmp:
+        torch.save({"w": torch.ones(3)}, tmp)
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
+
+
+def test_a_save_that_fails_keeps_the_previous_file(tmp_path):
+    target = tmp_path / "model.pth"
+    torch.save({"w": torch.ones(3)}, target)
+    with pytest.raises(AttributeError), checkpoints.atomic_path(str(target)) as tmp:
+        torch.save({"w": torch.zeros(3), "f": lambda: 0}, tmp)  # pickling fails partway
+    with pytest.raises(flags.UserError, match="model.pth: cannot write it "
+                                              r"\(No space left on device\)"), \
+            checkpoints.atomic_path(str(target)) as tmp:
+        raise OSError(28, "No space left on device")
+    assert torch.equal(torch.load(target, weights_only=True)["w"], torch.ones(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
+
+
+def test_a_save_another_program_holds_is_tried_again_then_named(tmp_path, monkeypatch,
+                                                                 capsys):
+    """Windows: an antivirus, OneDrive or an editor holds model.pth, and the rename fails
+    with 'Access is denied' (ultralytics/yolov5#12680): a moment's hold passes; a long one
+    is named, and the previous file stays."""
+    real_replace, calls = os.replace, []
+
+    def held(source, target, times):
+        calls.append(target)
+        if len(calls) <= times:
+            raise PermissionError(13, "Access is denied")
+        return real_replace(source, target)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(checkpoints.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(os, "replace", lambda s, t: held(s, t, 3))
+    assert run_main("a06_save_load.py", [], capsys)[0] == 0
+    before = (tmp_path / "model.pth").read_bytes()
+    monkeypatch.setattr(os, "replace", lambda s, t: held(s, t, 10**6))
+    code, _, err = run_main("a06_save_load.py", ["--seed", "7"], capsys)
+    assert code == 1
+    assert err == ("error: model.pth: cannot replace it (Access is denied): another program "
+                   "may hold the file (an antivirus, OneDrive, an editor); close it, or choose "
+                   "another --path\n")
+    assert (tmp_path / "model.pth").read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
+
+
+@pytest.mark.parametrize("target, message", [
+    ("a_folder", "a_folder is a folder; give the path of a file"),
+    ("no/such/model.pth", "no/such/model.pth: cannot write there (No such file or directory)"),
+    ("/dev/null", "/dev/null is not a regular file"),
+])
+def test_a_path_that_cannot_be_written_is_refused_before_training(target, message, tmp_path,
+                                                                  monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_folder").mkdir()
+    code, out, err = run_main("a06_save_load.py", ["--path", target], capsys)
+    assert (code, out) == (2, "")
+    assert f"error: argument --path: {message}" in err.splitlines()[-1]
+
+
+def test_a_link_is_followed_and_its_target_replaced(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real.pth").write_bytes(b"old")
+    (tmp_path / "link.pth").symlink_to("real.pth")
+    assert run_main("a06_save_load.py", ["--path", "link.pth"], capsys)[0] == 0
+    assert (tmp_path / "link.pth").is_symlink()
+    assert torch.load(tmp_path / "real.pth", weights_only=True).keys() == \
+        NeuralNetwork(2, 2).state_dict().keys()
+
+
+def test_a_diverged_run_never_replaces_a_saved_model(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_main("a06_save_load.py", [], capsys)[0] == 0
+    before = (tmp_path / "model.pth").read_bytes()
+    code, out, err = run_main("a06_save_load.py", ["--lr", "1e30"], capsys)
+    assert code == 1
+    assert err.startswith("error: the training loss became nan: the weights diverged")
+    assert (tmp_path / "model.pth").read_bytes() == before
+    assert "Saved" not in out

@@ -1,0 +1,112 @@
+"""A learner's mistakes before any work: a flag (exit 2), a launch variable (exit 1), --plot."""
+
+import sys
+
+import pytest
+
+from conftest import run_main, run_script
+
+BAD_FLAGS = [
+    ("a05_training_loop.py", ["--epochs", "0"], "argument --epochs: '0' is not a whole number "
+                                                "from 1 to 1e+09"),
+    ("a05_training_loop.py", ["--batch-size", "6"], "argument --batch-size: 6 is larger than "
+                                                    "the 5 training examples; use 1 to 5"),
+    ("a05_training_loop.py", ["--lr", "0"], "argument --lr: '0' is not a number from 0 to "
+                                            "1e+38 (not 0)"),
+    ("a05_training_loop.py", ["--lr", "nan"], "argument --lr: 'nan' is not a number"),
+    ("a05_training_loop.py", ["--seed", "-1"], "argument --seed: '-1' is not a whole number"),
+    ("a06_save_load.py", ["--epochs", "two"], "argument --epochs: 'two' is not a whole number"),
+    ("a07_gpu_single.py", ["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    ("a07_gpu_single.py", ["--device", "cuda"], "argument --device cuda: this machine has no "
+                                                "usable CUDA GPU"),
+    ("a07_gpu_single.py", ["--sizes", "64,0"], "argument --sizes: '0' is not a whole number"),
+    ("a07_gpu_single.py", ["--amp", "fp16"], "argument --amp fp16: float16 autocast is for "
+                                             "GPUs"),
+    ("a08_ddp_torchrun.py", ["--num-samples", "1"], "argument --num-samples: 1 examples leave "
+                                                    "some of the 1 processes without a full "
+                                                    "batch of 2; use at least 2"),
+    ("a08_ddp_torchrun.py", ["--timeout", "inf"], "argument --timeout: 'inf' is not a number"),
+    ("a08_ddp_torchrun.py", ["--device", "cuda"], "argument --device cuda: this machine has no "
+                                                  "usable CUDA GPU"),
+    ("a08_ddp_torchrun.py", ["--snapshot", "no/such/s.pt"], "argument --snapshot: "
+                                                            "no/such/s.pt: cannot write there"),
+    ("a05_training_loop.py", ["--plot", "plot.jpg"], "argument --plot: plot.jpg: the plot is a "
+                                                     "PNG; give a path ending in .png"),
+]
+
+
+@pytest.mark.parametrize("script, argv, message", BAD_FLAGS,
+                         ids=[f"{s[:3]}{'='.join(a)}" for s, a, _ in BAD_FLAGS])
+def test_a_bad_flag_is_one_usage_line_before_any_work(script, argv, message, tmp_path,
+                                                      monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(script, argv, capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == f"{script}: error: {message}" or \
+        err.splitlines()[-1].startswith(f"{script}: error: {message}"), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_flag_from_the_command_line_has_no_traceback(tmp_path):
+    result = run_script("a08_ddp_torchrun.py", "--epochs", "0", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[0].startswith("usage: a08_ddp_torchrun.py")
+
+
+def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main("a05_training_loop.py", ["--plot", "plot.png"], capsys)
+    assert code == 2
+    assert err.splitlines()[-1].endswith('argument --plot: needs matplotlib: pip install '
+                                         '".[plot]" in the clone\'s environment')
+
+
+def test_a05_plot_writes_a_png(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main("a05_training_loop.py", ["--plot", "plot.png"], capsys)
+    assert code == 0, err
+    assert "Saved the plot to plot.png\n" in out
+    data = (tmp_path / "plot.png").read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and 10_000 < len(data) < 1_000_000
+    assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]
+
+
+LAUNCH = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+          "MASTER_PORT": "29500"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"WORLD_SIZE": None}, "WORLD_SIZE is not set: set it to a whole number from 1 to 1000000"),
+    ({"RANK": None}, "RANK is not set: set it to a whole number from 0 to 1"),
+    ({"RANK": "2"}, "RANK='2': set it to a whole number from 0 to 1"),
+    ({"RANK": "one"}, "RANK='one': set it to a whole number"),
+    ({"MASTER_PORT": "99999"}, "MASTER_PORT='99999': set it to a whole number from 1 to 65535"),
+    ({"MASTER_ADDR": None}, "RANK and WORLD_SIZE are set but MASTER_ADDR is not"),
+    ({"LOCAL_WORLD_SIZE": "1", "LOCAL_RANK": "1"}, "LOCAL_RANK='1': set it to a whole number "
+                                                   "from 0 to 0"),
+])
+def test_a_bad_launch_variable_is_one_line_before_any_process_waits(change, message,
+                                                                    monkeypatch, capsys):
+    for name, value in (LAUNCH | change).items():
+        if value is not None:
+            monkeypatch.setenv(name, value)
+    code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert "or start a08 with torchrun" in err
+
+
+def test_spawn_under_torchrun_is_a_usage_error(monkeypatch, capsys):
+    for name, value in LAUNCH.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--spawn", "2"], capsys)
+    assert code == 2
+    assert "argument --spawn: torchrun started the processes already" in err
+
+
+def test_only_rank_0_prints_a_usage_error(monkeypatch, capsys):
+    for name, value in (LAUNCH | {"RANK": "1", "LOCAL_RANK": "1"}).items():
+        monkeypatch.setenv(name, value)
+    assert run_main("a08_ddp_torchrun.py", ["--epochs", "0"], capsys) == (2, "", "")
