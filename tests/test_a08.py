@@ -109,7 +109,7 @@ def test_a08_plain_python_is_one_process_with_the_published_losses(default_run):
     assert result.returncode == 0, result.stderr
     # the published script's own figures on torch 2.13 CPU (spec, a08)
     assert parse(result.stdout) == {0: list(zip([1, 1, 2, 2, 3, 3],
-                                                [0.66, 0.33, 0.10, 0.07, 0.04, 0.01]))}
+                                                [0.66, 0.33, 0.10, 0.07, 0.04, 0.01], strict=True))}
     assert "Parameters identical in all 1 processes: True" in result.stdout
 
 

@@ -12,19 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import a06_save_load
 from common import NeuralNetwork, checkpoints, flags
-from conftest import ROOT, clean_env, run, run_main, run_script
-
-
-class CodeRunningPickle:
-    """Unpickled, it runs ``touch marker``: what a malicious checkpoint holds."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
+from conftest import ROOT, CodeRunningPickle, clean_env, run, run_main, run_script
 
 
 def saved_on(device: str, path: Path) -> None:

@@ -18,6 +18,7 @@ from conftest import (
     section,
 )
 
+
 @pytest.fixture(scope="module")
 def a01(default_run):
     return default_run("a01_tensors.py")

@@ -1,0 +1,132 @@
+"""Ctrl-C and SIGTERM, to any process or launcher, while training or waiting for a peer:
+every process ends within seconds, without a traceback (test_snapshots: files stay whole)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from common import flags
+from conftest import ROOT, a08_command, clean_env, descendants, free_port
+
+needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+LONG = ("--epochs", "5000", "--num-samples", "400")  # training that outlasts the test
+
+
+def started(command: list[str], cwd, env=None, line: str = "Epoch:",
+            session: bool = False) -> subprocess.Popen:
+    """``command``, once a line of its output holds ``line``."""
+    process = subprocess.Popen(command, cwd=cwd, env=env or clean_env(), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=session,  # SIGINT as a terminal has it:
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for output in process.stdout:
+        if line in output:
+            return process
+    raise AssertionError(f"no {line!r}: {process.communicate()[1][-2000:]}")
+
+
+def ended_within(process: subprocess.Popen, seconds: float, family: list[int]) -> str:
+    """Its stderr, once it and every process it started have ended within ``seconds``."""
+    _, err = process.communicate(timeout=seconds)
+    deadline = time.monotonic() + seconds
+    while alive := [pid for pid in family if running(pid)]:
+        assert time.monotonic() < deadline, f"still running: {alive}"
+        time.sleep(0.1)
+    assert f'File "{ROOT}' not in err, err[-3000:]  # no traceback of ours (torchrun: its own)
+    return err
+
+
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_process_waiting_for_its_peer_ends_at_once(signum, tmp_path):
+    """Python's own Ctrl-C would wait while torch waits in C++ for the peer (80 s and more)."""
+    env = clean_env() | {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(free_port())}
+    process = started(a08_command(), tmp_path, env, line="Number of GPUs available")
+    time.sleep(1)  # inside init_process_group, waiting for process 1
+    sent = time.monotonic()
+    process.send_signal(signum)
+    ended_within(process, 3, [])
+    assert process.returncode == -signum  # 130 or 143 in a shell
+    assert time.monotonic() - sent < 2
+
+
+@needs_proc
+def test_sigterm_to_torchrun_ends_every_process(tmp_path):
+    """torchrun passes SIGTERM (a preemption, a kill) on to its workers, which end at once."""
+    process = started(a08_command(*LONG, nproc=2), tmp_path)
+    family = descendants(process.pid)
+    assert len(family) >= 2
+    process.send_signal(signal.SIGTERM)
+    ended_within(process, 15, family)
+    assert process.returncode != 0
+
+
+@needs_proc
+def test_sigterm_to_one_spawn_worker_ends_the_run_in_one_line(tmp_path):
+    process = started(a08_command("--spawn", "2", *LONG), tmp_path)
+    family = descendants(process.pid)
+    workers = [pid for pid in family
+               if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(workers) == 2
+    os.kill(max(workers), signal.SIGTERM)
+    err = ended_within(process, 15, family)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert err.endswith("was ended by SIGTERM\n") and err.count("error:") == 1, err
+
+
+@needs_proc
+@pytest.mark.stress
+@pytest.mark.parametrize("target", ["parent", "group"])
+def test_sigterm_or_ctrl_c_to_spawns_parent_ends_every_worker(target, tmp_path):
+    """SIGTERM to the parent alone (its workers learn of it from the kernel), or Ctrl-C at the
+    terminal (to the whole foreground group)."""
+    process = started(a08_command("--spawn", "2", *LONG), tmp_path, session=True)
+    family = descendants(process.pid)
+    if target == "parent":
+        process.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(process.pid, signal.SIGINT)
+    ended_within(process, 15, family)
+
+
+@needs_proc
+@pytest.mark.stress
+def test_ctrl_c_during_the_walkthrough_ends_it_and_every_process(tmp_path):
+    process = started([sys.executable, "-m", "common.walkthrough"], ROOT,
+                      clean_env() | {"PYTHONUNBUFFERED": "1"}, line="##### torchrun",
+                      session=True)
+    time.sleep(3)  # a08's processes start
+    family = descendants(process.pid)
+    os.killpg(process.pid, signal.SIGINT)
+    err = ended_within(process, 20, family)
+    assert process.returncode == 130
+    assert "Walkthrough interrupted during a08_ddp_torchrun.py." in err
+
+
+def test_a_notebook_keeps_its_interrupt_button(monkeypatch):
+    """Only where a script was started (its name on the interpreter's command line) does run()
+    hand Ctrl-C to the kernel: a notebook's %run, or pytest, keeps Python's KeyboardInterrupt."""
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", "ipykernel_launcher", "-f",
+                                           "kernel.json"])
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "a05_training_loop.py")])  # as %run sets it
+    flags.run(lambda: None)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-u", "a05_training_loop.py"])
+    try:
+        flags.run(lambda: None)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+

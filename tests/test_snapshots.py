@@ -1,0 +1,133 @@
+"""a08 --snapshot: saved after every epoch by rank 0, resumed by the same command, by
+torchrun's --max-restarts, and after a preemption; another run's settings said in one line."""
+
+import os
+import re
+import signal
+import time
+
+import pytest
+import torch
+
+from common import NeuralNetwork
+from conftest import (
+    CodeRunningPickle,
+    a08_command,
+    clean_env,
+    descendants,
+    free_port,
+    run,
+    run_main,
+    run_together,
+    start,
+)
+
+
+def epochs(stdout: str, rank: int = 0) -> list[int]:
+    return [int(e) for e in re.findall(rf"^\[CPU{rank}\] Epoch: (\d+)/", stdout, re.M)]
+
+
+@pytest.fixture
+def one_process(monkeypatch, tmp_path):
+    """In this process: a08 as one plain process, on a free port, in ``tmp_path``."""
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_run_resumes_after_the_last_saved_epoch_as_if_never_stopped(one_process, capsys):
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt", "--epochs", "2"],
+                              capsys)
+    assert code == 0, err
+    assert epochs(out) == [1, 1, 2, 2]
+    assert torch.load("s.pt", weights_only=True)["epochs_completed"] == 2
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)
+    assert code == 0, err
+    assert "[CPU0] Resuming from epoch 2 (s.pt): continuing with epoch 3\n" in out
+    assert epochs(out) == [3, 3]
+    assert "[CPU0] Training accuracy 1.0" in out
+    resumed = torch.load("s.pt", weights_only=True)
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", "whole.pt"], capsys)[0] == 0
+    whole = torch.load("whole.pt", weights_only=True)
+    assert resumed["epochs_completed"] == whole["epochs_completed"] == 3
+    for name, tensor in whole["model"].items():
+        assert torch.equal(resumed["model"][name], tensor), name
+    assert sorted(p.name for p in one_process.iterdir()) == ["s.pt", "whole.pt"]
+    code, out, _ = run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)
+    assert "[CPU0] s.pt holds 3 finished epochs, all that --epochs 3 asks for: nothing left " \
+           "to train (a larger --epochs trains on)\n" in out
+    assert (code, epochs(out)) == (0, [])
+
+
+def test_a_snapshot_that_cannot_be_resumed_is_one_line(tmp_path):
+    """Other settings, another program's file, a pickle that would run code: one line,
+    before any training; the file stays as it was."""
+    torch.save({"model": {}, "optimizer": {}, "epochs_completed": 1,
+                "settings": {"--lr": 0.5, "--batch-size": 2, "--seed": 123,
+                             "--num-samples": 5, "--amp": None}}, tmp_path / "lr.pt")
+    torch.save(NeuralNetwork(2, 2).state_dict(), tmp_path / "other.pt")
+    torch.save({"model": CodeRunningPickle(tmp_path / "CODE_RAN")}, tmp_path / "evil.pt")
+    asked = {"lr.pt": ["--lr", "0.1", "--amp", "bf16"], "other.pt": [], "evil.pt": []}
+    before = {name: (tmp_path / name).read_bytes() for name in asked}
+    results = run_together({name: a08_command("--snapshot", name, *flags)
+                            for name, flags in asked.items()}, lambda name: tmp_path,
+                           lambda name: clean_env() | {"MASTER_PORT": str(free_port())})
+    expected = {
+        "lr.pt": "error: lr.pt was made with --lr 0.5 (asked: 0.1), --amp off (asked: bf16): "
+                 "resume with its settings, or move it away to start afresh (the number of "
+                 "processes may change)\n",
+        "other.pt": "error: other.pt: not an a08 snapshot; move it away, or give another "
+                    "--snapshot\n",
+        "evil.pt": "error: evil.pt: refused: it holds Python objects, not only tensors, and "
+                   "loading it could run code; load such files only from sources you trust "
+                   "(weights_only=False)\n",
+    }
+    for name, result in results.items():
+        assert (result.returncode, result.stderr) == (1, expected[name])
+        assert epochs(result.stdout) == []
+        assert (tmp_path / name).read_bytes() == before[name]
+    assert not (tmp_path / "CODE_RAN").exists()
+
+
+def test_sigterm_mid_training_keeps_a_whole_snapshot_and_the_same_command_resumes(tmp_path):
+    """What a preempted or killed run meets: SIGTERM."""
+    env = clean_env() | {"MASTER_PORT": str(free_port())}
+    launch = start(a08_command("--snapshot", "s.pt", "--epochs", "2000", "--num-samples", "400"),
+                   tmp_path, env)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "s.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    launch.send_signal(signal.SIGTERM)
+    launch.communicate(timeout=10)
+    assert launch.returncode == -signal.SIGTERM  # 143 in a shell
+    done = torch.load(tmp_path / "s.pt", weights_only=True)["epochs_completed"]
+    result = run(a08_command("--snapshot", "s.pt", "--epochs", str(done + 1), "--num-samples",
+                             "400"), tmp_path, env)
+    assert result.returncode == 0, result.stderr
+    assert f"Resuming from epoch {done} (s.pt): continuing with epoch {done + 1}" in result.stdout
+    assert set(epochs(result.stdout)) == {done + 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.pt"]
+
+
+@pytest.mark.stress
+def test_torchrun_max_restarts_resumes_after_a_killed_worker(tmp_path):
+    """A worker killed mid-training, three times: torchrun restarts both, which resume."""
+    command = [*a08_command("--snapshot", "s.pt", "--epochs", "400", "--num-samples", "200",
+                            nproc=2)]
+    command.insert(4, "--max-restarts=3")
+    launch = start(command, tmp_path, clean_env())
+    for _ in range(3):
+        deadline, seen = time.monotonic() + 60, None
+        while time.monotonic() < deadline:
+            if (tmp_path / "s.pt").exists():
+                done = torch.load(tmp_path / "s.pt", weights_only=True)["epochs_completed"]
+                seen = seen or done
+                if done > seen:
+                    break
+            time.sleep(0.1)
+        os.kill(max(descendants(launch.pid)), signal.SIGKILL)
+        time.sleep(2)
+    out, err = launch.communicate(timeout=300)
+    assert launch.returncode == 0, err[-3000:]
+    assert out.count("Resuming from epoch") >= 2 * 3
+    assert "Global training accuracy over all 2 processes: 1.0" in out
