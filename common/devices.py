@@ -77,7 +77,7 @@ def mps_off() -> str | None:
         return (f"MPS is off: torch {torch.__version__} supports Apple's GPU only on macOS 14 "
                 f"or newer, and this Mac runs macOS {macos}; update macOS, or install an "
                 f'older torch (pip install "torch<2.9")')
-    return f"MPS is off on macOS {macos} with torch {torch.__version__}, which says no more"
+    return None  # another reason, which torch does not say
 
 
 def cpu_build_beside_an_nvidia_gpu() -> str | None:

@@ -1,0 +1,230 @@
+"""The machines no one here can run, simulated by patching what torch and the system answer:
+an install that cannot use this machine's GPU, Macs (Rosetta, macOS 13, MPS), Windows with GPUs,
+too few GPUs; and the default suite on a machine with CUDA or MPS (shims/pretend_*)."""
+
+import argparse
+import platform
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from common import devices
+from conftest import ROOT, clean_env, run_main, run_script, section
+
+INDEX = "https://download.pytorch.org/whl"
+# torch's own list of its CUDA builds, as torch 2.13's:
+CUDA_BUILDS = {"12.6": {"x86_64": {50, 60, 70, 75, 80, 86, 90}, "aarch64": {80, 90}},
+               "12.9": {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 120}}}
+
+
+@pytest.fixture
+def machine_with(monkeypatch, tmp_path):
+    """``machine_with(gpu, capability, built_for)``: nvidia-smi lists ``gpu`` (None: no
+    driver); with ``built_for`` this torch is a CUDA build that sees the GPU, else CPU-only."""
+    def simulate(gpu=None, capability=None, built_for=None):
+        if gpu:
+            smi = tmp_path / "nvidia-smi"
+            smi.write_text(f"#!/bin/sh\necho '{gpu}, {capability[0]}.{capability[1]}'\n")
+            smi.chmod(0o755)
+        monkeypatch.setenv("PATH", str(tmp_path))  # no real driver's nvidia-smi
+        monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+        monkeypatch.setattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", CUDA_BUILDS, raising=False)
+        monkeypatch.setattr(torch, "__version__", "2.13.0+cu126" if built_for else "2.13.0+cpu")
+        monkeypatch.setattr(torch.version, "cuda", "12.6" if built_for else None)
+        for name, value in [("is_available", True), ("device_count", 1),
+                            ("get_device_capability", capability), ("get_device_name", gpu),
+                            ("get_arch_list", built_for)] if built_for else []:
+            monkeypatch.setattr(torch.cuda, name, lambda *args, value=value: value)
+        if built_for and hasattr(torch, "accelerator"):
+            monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+            monkeypatch.setattr(torch.accelerator, "current_accelerator",
+                                lambda: torch.device("cuda"))
+    return simulate
+
+
+@pytest.mark.parametrize("system", ["Linux", "Windows"])
+def test_a_cpu_only_build_beside_an_nvidia_gpu_is_named(system, machine_with, monkeypatch,
+                                                        capsys):
+    """PyPI's torch for Windows has no CUDA: an RTX 50xx trained on the CPU without a word."""
+    machine_with("NVIDIA GeForce RTX 5090", (12, 0))
+    monkeypatch.setattr(platform, "system", lambda: system)
+    note = ("Note: this machine has an NVIDIA GPU (NVIDIA GeForce RTX 5090), but torch "
+            "2.13.0+cpu is a CPU-only build"
+            + (", as PyPI's torch for Windows always is" if system == "Windows" else "")
+            + f', so everything runs on the CPU; pip install "torch==2.13.0+cu129" '
+              f"--index-url {INDEX}/cu129 installs torch 2.13.0 built for CUDA 12.9, which runs "
+              f"on this GPU")
+    code, out, err = run_main("a01_tensors.py", [], capsys)
+    assert (code, section(out, "1.3 Installing").splitlines()[-1]) == (0, note), err
+    code, out, err = run_main("a07_gpu_single.py", ["--epochs", "1"], capsys)
+    assert code == 0 and note in section(out, "9.1 Computations").splitlines(), err
+
+
+@pytest.mark.parametrize("gpu, capability, built_for, advice", [
+    ("NVIDIA GeForce RTX 5090", (12, 0), ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86",
+                                          "sm_90"], "cu129"),  # a new card, cu126's build
+    ("NVIDIA GeForce GTX 1080", (6, 1), ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100",
+                                         "sm_120"], "cu126"),  # an old card a build dropped
+])
+def test_a_gpu_missing_from_the_build_is_named_before_its_first_cuda_operation(
+        gpu, capability, built_for, advice, machine_with, capsys):
+    """torch calls the GPU available, then fails: 'no kernel image is available'
+    (pytorch/pytorch#150733, #167244). a01 names it; a07 stops in one line before section
+    9.1's first CUDA operation; a08 trains on the CPU and says why, or refuses --device cuda."""
+    machine_with(gpu, capability, built_for)
+    line = (f"GPU 0, {gpu}, is sm_{capability[0]}{capability[1]}, which torch 2.13.0+cu126 was "
+            f"not built for ({' '.join(built_for)}): its first CUDA operation would fail with "
+            f"'no kernel image is available'; pip install \"torch==2.13.0+{advice}\" --index-url "
+            f"{INDEX}/{advice} installs torch 2.13.0 built for CUDA "
+            f"{'12.9' if advice == 'cu129' else '12.6'}, which runs on this GPU; or use "
+            f"--device cpu")
+    code, out, _ = run_main("a01_tensors.py", [], capsys)
+    assert section(out, "1.3 Installing").splitlines()[-1] == f"Note: {line}"
+    assert run_main("a07_gpu_single.py", [], capsys) == (1, "", f"error: {line}\n")
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--epochs", "1"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[0] == f"Note: training on the CPU: {line}"
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cuda"], capsys)
+    assert code == 2 and err.splitlines()[-1].endswith(f"argument --device cuda: {line}")
+
+
+@pytest.mark.parametrize("gpu, capability, built_for", [
+    (None, None, None),  # no NVIDIA driver: a CPU-only build is all there is to have
+    ("NVIDIA GeForce RTX 3090", (8, 6), ["sm_80", "sm_90"]),  # sm_80's code runs on sm_86
+    ("NVIDIA GeForce RTX 5090", (12, 0), ["sm_90", "compute_90"]),  # PTX compiles for it
+])
+def test_no_advice_where_the_build_fits_or_no_driver_is_there(gpu, capability, built_for,
+                                                              machine_with):
+    machine_with(gpu, capability, built_for)
+    assert devices.install_notes() == []
+
+
+@pytest.fixture
+def mac(monkeypatch):
+    """``mac(machine, macos, mps_built=True, translated="")``: torch answers as on that Mac."""
+    def simulate(machine, macos, mps_built=True, translated=""):
+        monkeypatch.setattr(platform, "system", lambda: "Darwin")
+        monkeypatch.setattr(platform, "machine", lambda: machine)
+        monkeypatch.setattr(platform, "mac_ver", lambda: (macos, ("", "", ""), machine))
+        monkeypatch.setattr(torch.backends.mps, "is_built", lambda: mps_built)
+        monkeypatch.setattr(subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
+            command, 0, translated, ""))
+    return simulate
+
+
+MACOS_13 = ("MPS is off: torch 2.13.0+cpu supports Apple's GPU only on macOS 14 or newer, and "
+            "this Mac runs macOS 13.6.1; update macOS, or install an older torch (pip install "
+            '"torch<2.9")')
+
+
+def test_an_apple_silicon_mac_on_macos_13_is_told_why_mps_is_off(mac, monkeypatch, capsys):
+    """torch 2.9+ dropped MPS before macOS 14 (pytorch/pytorch#164943, #163515): a01 printed
+    False, a07 'no accelerator found', and --device mps 'needs an Apple-silicon Mac'."""
+    mac("arm64", "13.6.1")
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    out = run_main("a01_tensors.py", [], capsys)[1]
+    assert section(out, "1.3 Installing").splitlines()[-1] == f"Note: {MACOS_13}"
+    out = run_main("a07_gpu_single.py", ["--epochs", "1"], capsys)[1]
+    assert f"Training device: cpu (no accelerator found).\nNote: {MACOS_13}\n" in out
+    code, _, err = run_main("a07_gpu_single.py", ["--device", "mps"], capsys)
+    assert code == 2 and err.splitlines()[-1].endswith(
+        f"argument --device mps: MPS is not available here: {MACOS_13}; use --device cpu")
+
+
+@pytest.mark.parametrize("machine, macos, built, translated, note", [
+    ("arm64", "14.5", False, "", "torch 2.13.0+cpu was built without MPS; install PyPI's torch "
+                                 "for macOS"),
+    ("x86_64", "15.1", True, "1\n", "this Python is an Intel (x86_64) build running under "
+                                    "Rosetta on an Apple-silicon Mac, so it gets torch 2.2.2 at "
+                                    "most and no MPS; install a native arm64 Python"),
+    ("x86_64", "13.6", True, "", None),  # an Intel Mac: torch 2.2.2 is its torch
+    ("arm64", "14.5", True, "", None),  # MPS off for a reason torch does not say
+])
+def test_other_macs(machine, macos, built, translated, note, mac, monkeypatch):
+    mac(machine, macos, built, translated)
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    notes = devices.install_notes()
+    assert len(notes) == (note is not None) and all(n.startswith(f"Note: {note}") for n in notes)
+
+
+@pytest.mark.parametrize("system, gpus, processes, reason", [
+    ("Windows", 2, 2, "on Windows the processes meet through gloo, which cannot carry CUDA "
+                      "tensors (pytorch/pytorch#186535); use --device cpu (or auto), or WSL2"),
+    ("Linux", 1, 2, "2 processes on this machine but only 1 GPU(s), and NCCL refuses two "
+                    "processes on one GPU; start 1, or use --device cpu"),
+])
+def test_a08_trains_on_the_cpu_where_the_gpus_cannot_serve_and_says_why(
+        system, gpus, processes, reason, monkeypatch):
+    from common.processes import Launch, device_for_process
+    monkeypatch.setattr(platform, "system", lambda: system)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    launch = Launch(world_size=processes, local_world_size=processes)
+    parser = argparse.ArgumentParser()
+    assert device_for_process(parser, "auto", launch) == torch.device("cpu")
+    with pytest.raises(SystemExit):
+        device_for_process(parser, "cuda", launch)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2 * processes)
+    if system == "Linux":
+        assert device_for_process(parser, "auto", Launch(1, 1, 2, 2)) == torch.device("cuda", 1)
+
+
+@pytest.mark.parametrize("torch_version, amp, expected", [
+    ("2.4.1", "bf16", "argument --amp bf16: torch 2.4.1 has no autocast on mps"),
+    ("2.5.1", "bf16", "argument --amp bf16: bfloat16 autocast on mps with torch 2.5.1: "),
+])
+def test_amp_a_mac_cannot_run_is_one_usage_line(torch_version, amp, expected, monkeypatch,
+                                                capsys):
+    """Autocast on MPS: none in torch 2.4, float16 only in 2.5 (bf16 warns and is disabled)."""
+    monkeypatch.setattr(torch, "__version__", torch_version)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.amp, "is_autocast_available", lambda device: torch_version >
+                        "2.5" or device != "mps", raising=False)
+
+    class Disabled:
+        def __init__(self, device_type, dtype):
+            import warnings
+            warnings.warn("In MPS autocast, but the target dtype is not supported. Disabling "
+                          "autocast.", stacklevel=2)
+            self._enabled = False
+
+    monkeypatch.setattr(torch, "autocast", Disabled)
+    code, out, err = run_main("a07_gpu_single.py", ["--device", "mps", "--amp", amp], capsys)
+    assert (code, out) == (2, "")
+    assert expected in err.splitlines()[-1]
+
+
+def test_pip_install_asks_an_intel_mac_for_the_torch_it_has():
+    """PyTorch's last Intel-Mac wheels are 2.2.2, on NumPy 1.x: there, and only there."""
+    text = (ROOT / "pyproject.toml").read_text()
+    intel = "sys_platform == 'darwin' and platform_machine == 'x86_64'"
+    assert f'"torch==2.2.2; {intel}",' in text and f'"numpy<2; {intel}",' in text
+    assert "\"torch>=2.4; sys_platform != 'darwin' or platform_machine != 'x86_64'\"," in text
+
+
+MACHINES = {"pretend_cuda": "cuda", "pretend_mps": "mps"}
+
+
+@pytest.mark.parametrize("machine", list(MACHINES))
+def test_unpinned_a07_sees_the_simulated_accelerator(machine, tmp_path):
+    """The simulation's own check (else the run below proves nothing): a07 picks the
+    simulated device; on MPS it says the digits may differ (rasbt/LLMs-from-scratch#635)."""
+    result = run_script("a07_gpu_single.py", "--epochs", "1", cwd=tmp_path,
+                        env=clean_env(machine, accelerators=True))
+    lines = [*result.stdout.splitlines(), ""]  # CUDA: its first operation fails here
+    after = lines[lines.index(f"Training device: {MACHINES[machine]}") + 1]
+    assert after.startswith("Note: on MPS the losses may differ") == (machine == "pretend_mps")
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("machine", list(MACHINES))
+def test_the_default_suite_passes_on_a_machine_with_an_accelerator(machine):
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "-m", "not stress and not gpu", "tests/test_sections.py",
+                             "tests/test_a08.py", "tests/test_gpu_articles.py"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=900,
+                            env=clean_env(machine, accelerators=True))
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert re.search(r"\d+ passed", result.stdout)
