@@ -5,13 +5,17 @@ from __future__ import annotations
 import faulthandler
 import importlib
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIMS = ROOT / "tests" / "shims"
@@ -136,33 +140,83 @@ def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
     stdout, stderr). For what ends before any real work, without a new interpreter."""
     module = importlib.import_module(script.removesuffix(".py"))
     old_argv, sys.argv = sys.argv, [script, *argv]
+    real_exit, os._exit = os._exit, exit_here  # a08's way out of a process group
     try:
         flags.run(module.main)
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     finally:
-        sys.argv = old_argv
+        sys.argv, os._exit = old_argv, real_exit
+        if dist.is_initialized():  # left by a08's error: the next run makes its own
+            dist.destroy_process_group()
     out, err = capsys.readouterr()
     return code, out, err
 
 
-@pytest.fixture(scope="session")
-def default_run(tmp_path_factory):
-    """``default_run(script)``: its run with no flags in a temporary folder of its own; all
-    scripts run once per session, side by side."""
-    cache: dict = {}
+def batch_jobs() -> dict:
+    """What the default suite runs without touching it: every script with no flags, a08 under
+    torchrun and --spawn (on a torch without libuv, as Windows'), a07 with the GPU articles
+    (with MPS's pooling), a01 on simulated CUDA and MPS machines: key -> (command, env)."""
+    port = {"MASTER_PORT": str(free_port())}  # plain a08, beside the other tests
+    jobs = {name: ([sys.executable, "-u", str(ROOT / name)], clean_env() | port)
+            for name in SCRIPTS}
+    jobs["a08 N=2"] = (a08_command(nproc=2), clean_env())
+    jobs["a08 --spawn 2"] = (a08_command("--spawn", "2", "--snapshot", "final.pt"),
+                             clean_env("no_libuv"))
+    jobs["a07 --gpu-guides"] = ([sys.executable, str(ROOT / "a07_gpu_single.py"), "--gpu-guides",
+                                 "--device", "cpu", "--benchmark", "--sizes", "64,256"],
+                                clean_env("mps_pooling"))
+    for machine in ("pretend_cuda", "pretend_mps"):
+        jobs[machine] = ([sys.executable, str(ROOT / "a01_tensors.py")],
+                         clean_env(machine, accelerators=True))
+    return jobs
 
-    def get(script: str) -> subprocess.CompletedProcess:
-        if not cache:
-            folders = {name: tmp_path_factory.mktemp(name[:3]) for name in SCRIPTS}
-            commands = {name: [sys.executable, str(ROOT / name)] for name in SCRIPTS}
-            commands["a08_ddp_torchrun.py"].insert(1, "-u")  # as torchrun runs it
-            env = clean_env() | {"MASTER_PORT": str(free_port())}
-            cache.update(run_together(commands, folders.__getitem__, lambda key: env))
-        return cache[script]
+
+@pytest.fixture(scope="session")
+def runs(request, tmp_path_factory):
+    """``runs(key)``: the result of one of ``batch_jobs``, each run in a folder of its own
+    (``.cwd``), all started together as the session starts (the other tests run meanwhile)."""
+    started = request.config.stash[BATCH]
+    results: dict = {}
+
+    def get(key: str) -> subprocess.CompletedProcess:
+        if key not in results:
+            process, cwd = started[key]
+            stdout, stderr = process.communicate(timeout=600)
+            results[key] = subprocess.CompletedProcess(process.args, process.returncode,
+                                                       stdout, stderr)
+            results[key].cwd = cwd
+        return results[key]
 
     return get
+
+
+BATCH = pytest.StashKey[dict]()
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Start the batch, unless no test asks for it; those that do run last."""
+    using = [item for item in items if "runs" in getattr(item, "fixturenames", ())]
+    items[:] = [item for item in items if item not in using] + using
+    if not using:
+        return
+    top = Path(tempfile.mkdtemp(prefix="companion-tests-"))
+    config.stash[BATCH] = {}
+    for key, (command, env) in batch_jobs().items():
+        (folder := top / re.sub(r"\W+", "_", key)).mkdir()
+        config.stash[BATCH][key] = (start(command, folder, env), folder)
+
+    def clean_up() -> None:
+        for process, _ in config.stash[BATCH].values():
+            process.kill()  # where a test failed before reading it
+        shutil.rmtree(top, ignore_errors=True)
+
+    config.add_cleanup(clean_up)
+
+
+def exit_here(code: int) -> None:
+    raise SystemExit(code)
 
 
 @pytest.fixture(autouse=True)

@@ -39,7 +39,7 @@ def parse(stdout: str) -> dict:
 
 
 def command(key, port: int) -> list[str]:
-    if key in (SPAWN2, SPAWN3, NO_AVERAGING):
+    if key in (SPAWN3, NO_AVERAGING):
         return a08_command("--spawn", "3" if key == SPAWN3 else "2", "--snapshot", "final.pt")
     if isinstance(key, tuple):  # two torchruns as two machines, meeting at one port
         return [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
@@ -49,20 +49,21 @@ def command(key, port: int) -> list[str]:
 
 
 def environment(key) -> dict:
-    """--spawn 2 on a torch whose TCPStore has no libuv, as Windows' (--spawn needs none);
-    the no-averaging run's DDP never averages gradients (its check must see it)."""
-    return clean_env(*{SPAWN2: ["no_libuv"], NO_AVERAGING: ["no_grad_averaging"]}.get(key, []))
+    """The no-averaging run's DDP never averages gradients (its check must see it)."""
+    return clean_env(*(["no_grad_averaging"] if key == NO_AVERAGING else []))
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """The default runs, all at once on their own ports; others when first asked for."""
+def ddp_runs(runs, tmp_path_factory):
+    """``ddp_runs(key)``: N=2 and --spawn 2 from the session's batch; the others (stress) when
+    first asked for, the two machines together."""
     cache: dict = {}
 
     def get(key):
+        if key in (2, SPAWN2):
+            return runs("a08 N=2" if key == 2 else "a08 --spawn 2")
         if key not in cache:
-            batch = [2, SPAWN2] if key in (2, SPAWN2) else [(MACHINES, 0), (MACHINES, 1)] \
-                if isinstance(key, tuple) else [key]
+            batch = [(MACHINES, 0), (MACHINES, 1)] if isinstance(key, tuple) else [key]
             port = free_port()
             cache.update(run_together({k: command(k, port if isinstance(k, tuple) else
                                                   free_port()) for k in batch},
@@ -74,9 +75,9 @@ def runs(tmp_path_factory):
 
 @pytest.mark.parametrize("key", [2, SPAWN2, pytest.param(SPAWN3, marks=pytest.mark.stress),
                                  *(pytest.param(n, marks=pytest.mark.stress) for n in (1, 5, 8))])
-def test_a08_runs_every_process_to_the_end(key, runs):
+def test_a08_runs_every_process_to_the_end(key, ddp_runs):
     nproc = {SPAWN2: 2, SPAWN3: 3}.get(key, key)
-    result = runs(key)
+    result = ddp_runs(key)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "terminate called" not in result.stderr
     losses = parse(result.stdout)
@@ -104,8 +105,8 @@ def test_a08_runs_every_process_to_the_end(key, runs):
                       f"see --num-samples)."] if nproc >= 5 else [])
 
 
-def test_a08_plain_python_is_one_process_with_the_published_losses(default_run):
-    result = default_run("a08_ddp_torchrun.py")
+def test_a08_plain_python_is_one_process_with_the_published_losses(runs):
+    result = runs("a08_ddp_torchrun.py")
     assert result.returncode == 0, result.stderr
     # the published script's own figures on torch 2.13 CPU (spec, a08)
     assert parse(result.stdout) == {0: list(zip([1, 1, 2, 2, 3, 3],
@@ -114,9 +115,9 @@ def test_a08_plain_python_is_one_process_with_the_published_losses(default_run):
 
 
 @pytest.mark.stress
-def test_a08_two_machines_use_global_ranks(runs):
+def test_a08_two_machines_use_global_ranks(ddp_runs):
     """Two torchruns with --nnodes=2 on one port: global ranks 0 to 3 (LOCAL_RANK is 0, 1)."""
-    first, second = runs((MACHINES, 0)), runs((MACHINES, 1))
+    first, second = ddp_runs((MACHINES, 0)), ddp_runs((MACHINES, 1))
     assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr
     ranks = sorted(re.findall(r"^\[CPU(\d)\] Test accuracy", first.stdout + second.stdout, re.M))
     assert ranks == ["0", "1", "2", "3"]
@@ -125,8 +126,8 @@ def test_a08_two_machines_use_global_ranks(runs):
 
 
 @pytest.mark.stress
-def test_a08_says_so_when_gradients_are_not_averaged(runs):
-    result = runs(NO_AVERAGING)
+def test_a08_says_so_when_gradients_are_not_averaged(ddp_runs):
+    result = ddp_runs(NO_AVERAGING)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Parameters identical in all 2 processes: False" in result.stdout
     assert result.stdout.count("accuracy 1.0") == 4  # which is why the check exists
@@ -186,11 +187,11 @@ def sgd_on_joined_batches(loaders: list, epochs: int, ranks: int | None = None) 
 
 
 @pytest.mark.parametrize("key", [SPAWN2, pytest.param(SPAWN3, marks=pytest.mark.stress)])
-def test_ddp_equals_one_process_on_the_joined_batches(key, runs, monkeypatch):
+def test_ddp_equals_one_process_on_the_joined_batches(key, ddp_runs, monkeypatch):
     """Gradient averaging as an equation: N processes with batches of 2 end with the weights
     one process reaches with plain SGD on the N batches joined (from --snapshot's file)."""
     nproc = 3 if key == SPAWN3 else 2
-    result = runs(key)
+    result = ddp_runs(key)
     assert result.returncode == 0, result.stderr[-3000:]
     ddp = torch.load(result.cwd / "final.pt", weights_only=True)["model"]
     loaders = train_loaders(nproc, monkeypatch)

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import run_main, run_script
+from conftest import run_main
 
 BAD_FLAGS = [
     ("a05_training_loop.py", ["--epochs", "0"], "argument --epochs: '0' is not a whole number "
@@ -45,12 +45,6 @@ def test_a_bad_flag_is_one_usage_line_before_any_work(script, argv, message, tmp
     assert err.splitlines()[-1] == f"{script}: error: {message}" or \
         err.splitlines()[-1].startswith(f"{script}: error: {message}"), err
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_bad_flag_from_the_command_line_has_no_traceback(tmp_path):
-    result = run_script("a08_ddp_torchrun.py", "--epochs", "0", cwd=tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[0].startswith("usage: a08_ddp_torchrun.py")
 
 
 def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, capsys):

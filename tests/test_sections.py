@@ -20,23 +20,23 @@ from conftest import (
 
 
 @pytest.fixture(scope="module")
-def a01(default_run):
-    return default_run("a01_tensors.py")
+def a01(runs):
+    return runs("a01_tensors.py")
 
 
 @pytest.fixture(scope="module")
-def a02(default_run):
-    return default_run("a02_autograd.py")
+def a02(runs):
+    return runs("a02_autograd.py")
 
 
 @pytest.fixture(scope="module")
-def a03(default_run):
-    return default_run("a03_mlp.py")
+def a03(runs):
+    return runs("a03_mlp.py")
 
 
 @pytest.fixture(scope="module")
-def a04(default_run):
-    return default_run("a04_dataloaders.py")
+def a04(runs):
+    return runs("a04_dataloaders.py")
 
 
 def test_a01_exits_cleanly(a01):
@@ -198,6 +198,7 @@ def test_a04_section_6_num_workers_explained_and_working(a04):
     assert "Batch 3: tensor([[ 2.7000, -1.5000]]) tensor([1])\n" in text
 
 
+@pytest.mark.stress
 def test_a04_workers_started_by_spawn_give_the_same_batches(a04, tmp_path):
     """macOS and Windows start DataLoader workers by spawn (Linux forks): simulated here by a
     shim that makes spawn the start method; the whole output must not change."""
@@ -208,8 +209,8 @@ def test_a04_workers_started_by_spawn_give_the_same_batches(a04, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def a05(default_run):
-    return default_run("a05_training_loop.py")
+def a05(runs):
+    return runs("a05_training_loop.py")
 
 
 def test_a05_section_7_six_loss_lines(a05):
@@ -256,8 +257,8 @@ def test_compute_accuracy_takes_the_argmax_over_classes():
 
 
 @pytest.fixture(scope="module")
-def a06(default_run):
-    return default_run("a06_save_load.py")
+def a06(runs):
+    return runs("a06_save_load.py")
 
 
 def test_a06_section_8_saves_loads_and_predicts_the_same(a06):
@@ -285,17 +286,17 @@ def test_a06_file_holds_a05s_trained_weights(a06, capsys):
         assert torch.equal(saved[name], tensor), name
 
 
-def test_a06_load_restores_without_training(a06):
-    result = run_script("a06_save_load.py", "--load", "model.pth", cwd=a06.cwd)
-    assert result.returncode == 0, result.stderr
-    assert loss_lines(result.stdout) == []
+def test_a06_load_restores_without_training(a06, capsys, monkeypatch):
+    monkeypatch.chdir(a06.cwd)
+    code, out, err = run_main("a06_save_load.py", ["--load", "model.pth"], capsys)
+    assert (code, loss_lines(out)) == (0, []), err
     assert "<All keys matched successfully>\nPredicted classes: tensor([0, 0, 0, 1, 1])\n" \
-        "Training accuracy: 1.0\nTest accuracy: 1.0\n" in result.stdout
+        "Training accuracy: 1.0\nTest accuracy: 1.0\n" in out
 
 
 @pytest.fixture(scope="module")
-def a07(default_run):
-    return default_run("a07_gpu_single.py")
+def a07(runs):
+    return runs("a07_gpu_single.py")
 
 
 def test_a07_sections_9_1_and_9_2_on_a_cpu(a07):
@@ -307,16 +308,6 @@ def test_a07_sections_9_1_and_9_2_on_a_cpu(a07):
     assert loss_lines(section(a07.stdout, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
     assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(a07.stdout,
                                                                       "9.2 compute_accuracy")
-
-
-def test_a07_exercise_a4_table(capsys):
-    code, out, err = run_main("a07_gpu_single.py", ["--benchmark", "--sizes", "64,256"], capsys)
-    assert code == 0, err
-    text = section(out, "9.1 Exercise A.4")
-    assert [size for size, ms in re.findall(r"^ +(\d+) \| +(\d+\.\d{3})$", text, re.M)
-            if float(ms) > 0] == ["64", "256"]
-    assert "No accelerator on this machine, so there is no second column" in text
-    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU \d+\.\d us$", text, re.M)
 
 
 SECTIONS = ["1.3", "Sections 3 and 4", "Section 5", "Section 6", "Section 7", "Section 8",
@@ -333,23 +324,17 @@ def test_help_names_the_section_and_every_default(script, number, capsys):
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_runs_twice_with_the_same_output_and_no_litter(script, default_run, capsys,
-                                                      monkeypatch):
-    """The second run goes in-process, where the first left its files (a06: model.pth)."""
-    first = default_run(script)
-    assert first.returncode == 0, first.stderr
-    assert re.search(r"=== \d", first.stdout), "no numbered section heading"
-    monkeypatch.chdir(first.cwd)
-    code, out, err = run_main(script, [], capsys)
-    assert (code, out) == (0, first.stdout), err
-    torch.set_printoptions(profile="default", sci_mode=None)  # a05 set sci_mode=False
-    litter = [path.name for path in first.cwd.iterdir()]
-    assert litter == (["model.pth"] if script.startswith("a06") else [])
+def test_each_script_runs_alone_from_another_folder_and_leaves_no_litter(script, runs):
+    result = runs(script)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"=== \d", result.stdout), "no numbered section heading"
+    assert [path.name for path in result.cwd.iterdir()] == \
+        (["model.pth"] if script.startswith("a06") else [])
 
 
-def test_no_litter_in_the_clone(default_run):
+def test_no_litter_in_the_clone(runs):
     for script in SCRIPTS:
-        default_run(script)
+        runs(script)
     assert not [p for p in ROOT.glob("*") if p.suffix in (".pth", ".pt", ".png")]
 
 

@@ -1,0 +1,353 @@
+"""a07 --gpu-guides and --amp: the two GPU articles, corrected, on the CPU (every machine);
+tests/test_gpu.py runs them on CUDA."""
+
+import importlib.util
+import re
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from common import devices, gpu_articles
+from common.devices import amp_problem
+from common.gpu_articles import (
+    Blocks,
+    ConvNet,
+    LSTMGenerator,
+    RNNClassifier,
+    TransformerLM,
+    checkpointed_gradients_match,
+    memory_and_checkpointing,
+    mixed_precision,
+    training_step_memory,
+)
+from conftest import (
+    SHIMS,
+    TUTORIAL_LOSS_LINES,
+    loss_lines,
+    run_main,
+    section,
+)
+
+HEADINGS = ["GPU how-to and GPU guide: device basics",
+            "GPU how-to: DataParallel and DistributedDataParallel",
+            "GPU guide: mixed precision",
+            "GPU guide: batch size, memory and gradient checkpointing",
+            "GPU guide: four architectures, corrected"]
+
+
+@pytest.fixture(scope="module")
+def guides(runs) -> str:
+    """a07 with the articles and the benchmark (sizes 64 and 256), on a torch whose adaptive
+    pooling refuses what MPS refuses (conftest.batch_jobs)."""
+    result = runs("a07 --gpu-guides")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_exercise_a4_table(guides):
+    text = section(guides, "9.1 Exercise A.4")
+    assert [size for size, ms in re.findall(r"^ +(\d+) \| +(\d+\.\d{3})$", text, re.M)
+            if float(ms) > 0] == ["64", "256"]
+    assert "No accelerator on this machine, so there is no second column" in text
+    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU \d+\.\d us$", text, re.M)
+
+
+def test_the_mps_pooling_simulation_refuses_what_mps_refuses(monkeypatch):
+    """Without this, the guides passing under tests/shims/mps_pooling would prove nothing."""
+    monkeypatch.setattr(F, "adaptive_avg_pool2d", F.adaptive_avg_pool2d)  # restored after
+    spec = importlib.util.spec_from_file_location(
+        "mps_pooling", SHIMS / "mps_pooling.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    with pytest.raises(RuntimeError, match="input sizes must be divisible by output sizes"):
+        ConvNet(10)(torch.randn(1, 3, 32, 32))  # 8 x 8 after the two poolings, to 7 x 7
+    assert ConvNet(10)(torch.randn(1, 3, 56, 56)).shape == (1, 10)  # 14 x 14 to 7 x 7
+
+
+def test_the_tutorials_output_comes_first_and_unchanged(guides):
+    assert loss_lines(section(guides, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(guides,
+                                                                    "9.2 compute_accuracy")
+    positions = [guides.index(f"=== {h}") for h in HEADINGS]
+    assert positions == sorted(positions)
+    assert positions[0] > guides.index("=== 9.2 compute_accuracy")
+
+
+def test_device_basics_on_the_cpu(guides):
+    text = section(guides, HEADINGS[0])
+    assert "x.get_device(): -1" in text
+    assert "torch.tensor([4, 5, 6], device=device).device: cpu\n" in text
+    assert "current_device() and get_device_name(0) would name GPU 0 (no CUDA" in text
+    assert re.search(r'^x\.to\("cuda:0"\) \(no such GPU\) fails: \S', text, flags=re.M)
+    if torch.version.cuda is None:  # a CPU-only build says so; a CUDA build without a GPU
+        assert "fails: Torch not compiled with CUDA enabled" in text  # names the driver
+    assert "(1, 3, 224, 224) -> (1, 64, 224, 224), back on cpu" in text
+
+
+def test_data_parallel_output_shape(guides):
+    text = section(guides, HEADINGS[1])
+    assert "LinearRegression(\n  (linear): Linear(in_features=2, out_features=5, bias=True)\n)" \
+        in text
+    assert re.search(r"nn\.DataParallel over \d+ GPU\(s\), a batch of 8: output \(8, 5\)", text)
+    assert "DistributedDataParallelCPU: a deprecated alias" in text
+
+
+def test_mixed_precision_bf16_reaches_accuracy_1(guides):
+    text = section(guides, HEADINGS[2])
+    assert "float32: losses 0.75, 0.65, 0.44, 0.13, 0.03, 0.00; training accuracy 1.0" in text
+    assert re.search(r"bfloat16: losses 0\.7\d, [\d., ]+; training accuracy 1\.0", text)
+    assert "torch.cuda.amp, which the guide names, is deprecated" in text
+
+
+def memory_rows(text: str) -> dict[int, tuple[float, float, float]]:
+    rows = re.findall(r"^ +(\d+) \| +([\d.]+) \| +([\d.]+) \| +([\d.]+)", text, flags=re.M)
+    return {int(batch): tuple(map(float, values)) for batch, *values in rows}
+
+
+def test_memory_grows_with_batch_and_checkpointing_lowers_it(guides):
+    text = section(guides, HEADINGS[3])
+    rows = memory_rows(text)
+    assert list(rows) == [64, 256, 1024]
+    plain = [rows[b][0] for b in rows]
+    assert plain == sorted(plain) and plain[0] < plain[-1]
+    for plain_mb, checkpointed_mb, bf16_mb in rows.values():
+        assert checkpointed_mb < plain_mb and bf16_mb < plain_mb
+    assert "Gradients with checkpointing equal those without: True" in text
+
+
+def test_checkpointing_in_process():
+    model = Blocks(width=64, depth=3)
+    assert checkpointed_gradients_match(model, torch.device("cpu"))
+    plain = training_step_memory(model, 128, torch.device("cpu"))[0]
+    model.checkpointed = True
+    assert training_step_memory(model, 128, torch.device("cpu"))[0] < plain
+
+
+def test_four_architectures_output_shapes(guides):
+    text = section(guides, HEADINGS[4])
+    assert "ConvNet(num_classes=10): 422,218 parameters; input (4, 3, 56, 56) -> output (4, 10)" \
+        in text
+    assert "input (4, 7) -> output (4, 5)" in text  # RNNClassifier: batch first
+    assert "input (4, 7) -> output (4, 1000)" in text  # LSTMGenerator
+    assert "input (4, 16) -> output (4, 16, 1000)" in text  # TransformerLM
+
+
+@pytest.mark.parametrize("size", [28, 32, 224])
+def test_convnet_takes_any_image_size(size):
+    assert ConvNet(10)(torch.randn(2, 3, size, size)).shape == (2, 10)
+
+
+def test_rnn_reads_batch_first():
+    assert RNNClassifier(50, 8, 16, 3)(torch.randint(0, 50, (4, 7))).shape == (4, 3)
+
+
+def test_lstm_builds_its_own_initial_states():
+    assert LSTMGenerator(50, 8, 16, 2)(torch.randint(0, 50, (4, 7))).shape == (4, 50)
+
+
+def test_transformer_causal_mask_hides_later_tokens():
+    torch.manual_seed(0)
+    model = TransformerLM(100, 32, 4, 2, 16).eval()
+    tokens = torch.randint(0, 100, (2, 16))
+    changed = tokens.clone()
+    changed[:, 10] = (changed[:, 10] + 1) % 100
+    with torch.no_grad():
+        before, after = model(tokens), model(changed)
+    assert torch.allclose(before[:, :10], after[:, :10], atol=1e-6)  # t < 10: unchanged
+    assert not torch.allclose(before[:, 10:], after[:, 10:])  # t >= 10 sees the change
+
+
+@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
+def test_amp_bf16_trains_to_accuracy_1(script, capsys):
+    code, out, err = run_main(script, ["--amp", "bf16", "--device", "cpu"], capsys)
+    assert code == 0, err
+    assert "Training accuracy 1.0" in out.replace(":", "")
+    assert len([line for line in out.splitlines() if "Train/Val Loss" in line]) == 6
+
+
+@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
+@pytest.mark.parametrize(("amp", "dtype"), [(None, torch.float32), ("bf16", torch.bfloat16)])
+def test_amp_computes_the_forward_pass_in_its_precision(script, amp, dtype, capsys,
+                                                        monkeypatch):
+    """Mixed precision is real: under --amp bf16 the logits come out of the model in bfloat16,
+    while the loss, the weights and their gradients stay float32; without --amp all is
+    float32, as in the tutorial."""
+    seen = {"logits": set(), "loss": set(), "weights": set()}
+    cross_entropy, step = torch.nn.functional.cross_entropy, torch.optim.SGD.step
+
+    def recording_cross_entropy(logits, labels, *args, **kwargs):
+        loss = cross_entropy(logits, labels, *args, **kwargs)
+        seen["logits"].add(logits.dtype)
+        seen["loss"].add(loss.dtype)
+        return loss
+
+    def recording_step(self, *args, **kwargs):
+        for group in self.param_groups:
+            seen["weights"].update((p.dtype, p.grad.dtype) for p in group["params"])
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "cross_entropy", recording_cross_entropy)
+    monkeypatch.setattr(torch.optim.SGD, "step", recording_step)
+    flags = ["--device", "cpu", *(["--amp", amp] if amp else [])]
+    code, _, err = run_main(script, flags, capsys)
+    assert code == 0, err
+    assert seen == {"logits": {dtype}, "loss": {torch.float32},
+                    "weights": {(torch.float32, torch.float32)}}
+
+
+@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
+def test_amp_fp16_without_cuda_names_bf16(script, capsys):
+    code, _, err = run_main(script, ["--amp", "fp16"], capsys)
+    assert code == 2
+    assert err.splitlines()[-1].endswith(
+        "argument --amp fp16: float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on "
+        "the CPU use bf16")
+
+
+class Torch25MpsAutocast:
+    """torch.autocast as torch 2.5 builds it on MPS: float16 only; for bfloat16 it warns and
+    disables itself, so that the run computes in float32."""
+
+    def __init__(self, dtype):
+        self._enabled = dtype == torch.float16
+        if not self._enabled:
+            warnings.warn("In MPS autocast, but the target dtype is not supported. Disabling "
+                          "autocast.\nMPS Autocast only supports dtype of torch.float16 "
+                          "currently.", stacklevel=2)
+
+
+def as_on_a_mac(monkeypatch, torch_version: str) -> None:
+    """The queries that describe the machine, patched: Apple's MPS present, no CUDA, and MPS
+    autocast as ``torch_version`` (2.4: none; 2.5: float16 only) has it."""
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    if hasattr(torch, "accelerator"):  # torch 2.6+
+        monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+        monkeypatch.setattr(torch.accelerator, "current_accelerator",
+                            lambda *args: torch.device("mps"))
+    # 2.4 has no MPS autocast at all (whatever this torch has); 2.5 one in float16 only
+    monkeypatch.setattr(torch.amp, "is_autocast_available",
+                        lambda device: torch_version != "2.4" or device != "mps",
+                        raising=False)  # torch 2.2 has no such query
+    if torch_version != "2.4":
+        autocast_as_torch_2_5_on_mps(monkeypatch, "mps")
+
+
+def autocast_as_torch_2_5_on_mps(monkeypatch, device_type: str) -> None:
+    """torch.autocast on ``device_type`` behaves as torch 2.5's on MPS (float16 only)."""
+    real = torch.autocast
+
+    def autocast(device_type: str, dtype: torch.dtype, _lacking: str = device_type):
+        if device_type == _lacking:
+            return Torch25MpsAutocast(dtype)
+        return real(device_type=device_type, dtype=dtype)
+
+    monkeypatch.setattr(torch, "autocast", autocast)
+
+
+@pytest.mark.parametrize(("torch_version", "amp", "expected"), [
+    ("2.4", "bf16", "torch {version} has no autocast on mps"),
+    ("2.5", "bf16", "bfloat16 autocast on mps with torch {version}: In MPS autocast, but the "
+                    "target dtype is not supported. Disabling autocast."),
+])
+def test_amp_the_mac_cannot_run_is_one_usage_line(torch_version, amp, expected, monkeypatch,
+                                                  capsys):
+    """Apple silicon: torch 2.4 has no MPS autocast, 2.5 none in bfloat16 (it warns and trains
+    in float32). a07 --amp asks torch, and stops before any work instead of mislabelling a run.
+    (a08 trains on the CPU on a Mac, where bfloat16 runs.)"""
+    as_on_a_mac(monkeypatch, torch_version)
+    code, out, err = run_main("a07_gpu_single.py", ["--amp", amp], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.splitlines()[-1].endswith(
+        f"argument --amp {amp}: " + expected.format(version=torch.__version__))
+
+
+def test_amp_fp16_on_a_mac_with_torch_2_5_is_accepted(monkeypatch):
+    as_on_a_mac(monkeypatch, "2.5")
+    assert amp_problem(torch.float16, "mps") is None
+
+
+def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
+    """bfloat16 on a Mac with torch 2.5: the mixed-precision and memory parts each say so in one
+    line, and no row or column is labelled bfloat16."""
+    as_on_a_mac(monkeypatch, "2.5")
+    trained = []
+    monkeypatch.setattr(gpu_articles, "train_in_precision",
+                        lambda amp, args, device: trained.append(amp) or ([0.5], 1.0))
+    mixed_precision(torch.device("mps"), None)
+    out = capsys.readouterr().out
+    assert trained == [None]
+    assert ("bfloat16: left out: bfloat16 autocast on mps with torch "
+            f"{torch.__version__}: In MPS autocast") in out
+    assert "bfloat16: losses" not in out
+    # the memory part on the CPU, whose autocast is made to lack bfloat16 as MPS's does
+    autocast_as_torch_2_5_on_mps(monkeypatch, "cpu")
+    monkeypatch.setattr(gpu_articles, "Blocks", lambda: Blocks(width=32, depth=2))
+    memory_and_checkpointing(torch.device("cpu"))
+    out = capsys.readouterr().out
+    assert out.count("left out") == 1
+    assert "bf16" not in out
+    assert len(memory_rows(out)) == 0  # rows of three columns only
+    assert re.search(r"^ +1024 \| +[\d.]+ \| +[\d.]+$", out, flags=re.M)
+
+
+def test_benchmark_shows_the_lower_precisions(guides):
+    text = section(guides, "GPU guide: tensor cores and lower precisions")
+    assert re.search(r"^ +float32: +[\d.]+ ms$", text, flags=re.M)
+    assert re.search(r"^ +bfloat16: +[\d.]+ ms, +[\d.]+x float32's speed$", text, flags=re.M)
+
+
+def test_data_parallel_beside_gpus_on_another_device_leaves_them_alone(monkeypatch, capsys):
+    """A node with 2 GPUs, a07 --gpu-guides --device cpu: DataParallel over the GPUs would need
+    the model on cuda:0 (and crashes); the part runs the model itself and says why."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.nn, "DataParallel", None)  # any use of it fails
+    gpu_articles.data_parallel(torch.device("cpu"))
+    out = capsys.readouterr().out
+    assert ("nn.DataParallel would split each batch across this machine's 2 GPU(s); this run "
+            "is on cpu, so the model runs unwrapped\nThe model itself, a batch of 8: output "
+            "(8, 5)\n") in out
+
+
+@pytest.mark.parametrize(("device", "capability", "offered", "note"), [
+    ("cuda", (7, 5), ["float16"], "below compute capability 8.0 (this GPU: 7.5; torch "
+                                  "emulates bfloat16"),  # Colab's T4
+    ("cuda", (8, 0), ["TF32", "bfloat16", "float16"], ""),
+    ("mps", None, ["bfloat16", "float16"], "CUDA GPUs only"),
+    ("cpu", None, ["bfloat16"], "CUDA GPUs only"),
+])
+def test_benchmark_offers_only_precisions_with_fast_hardware(device, capability, offered, note,
+                                                            monkeypatch):
+    """Simulated capabilities: a T4 reports bfloat16 as supported (through emulation), but
+    has no tensor cores for it or for TF32, so neither is offered as a speed-up."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    fast, lacking = gpu_articles.lower_precisions(torch.device(device))
+    assert [name for name, _, _ in fast] == offered
+    assert note in lacking
+
+
+def test_benchmark_times_with_torchs_threads(monkeypatch):
+    """torch.utils.benchmark.Timer uses one CPU thread unless told."""
+    from torch.utils import benchmark
+    timers, real_timer = [], benchmark.Timer
+    monkeypatch.setattr(benchmark, "Timer",
+                        lambda **kwargs: timers.append(kwargs) or real_timer(**kwargs))
+    devices.time_matmul((8, 8, 8), torch.device("cpu"))
+    assert timers[0]["num_threads"] == torch.get_num_threads()
+
+
+def test_tf32_is_set_the_way_this_torch_wants(recwarn):
+    """torch 2.9 and later: fp32_precision (2.9.x warns on allow_tf32); set, then restored."""
+    matmul = torch.backends.cuda.matmul
+    name = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"
+    before = getattr(matmul, name)
+    with gpu_articles.tf32_matmul(True):
+        assert getattr(matmul, name) in ("tf32", True)
+    with gpu_articles.tf32_matmul(False):
+        assert getattr(matmul, name) in ("ieee", False)
+    assert getattr(matmul, name) == before
+    assert not [w for w in recwarn if "allow_tf32" in str(w.message)]

@@ -1,0 +1,197 @@
+"""The README is for learners: every command in it run by a test as written (or listed here
+with the reason it cannot run on this machine), a08 with the text's own lines, and markers that
+say where each part of a script comes from. Its length is a figure, not a test."""
+
+import re
+
+from conftest import ROOT
+
+# what can be run here, in the environment the Quick start made, is run by
+# test_quick_start.py::test_quick_start_then_every_readme_command_in_a_fresh_clone (stress)
+NOT_RUN_HERE = {
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu":
+        "that index cannot be reached here; the GitHub workflow's Linux job runs it",
+    "pip install torch --index-url https://download.pytorch.org/whl/cu126":
+        "for Windows with an NVIDIA GPU, or a driver that predates CUDA 13; that index cannot be "
+        "reached here",
+    "pip uninstall -y torch": "removes the torch that the commands after it need; the build "
+                              "that replaces it comes from an index this machine cannot reach",
+    "torchrun --nproc_per_node=gpu a08_ddp_torchrun.py": "needs CUDA: bash .ci/gpu-check",
+    "torchrun --nnodes=2 --node_rank=0 --nproc_per_node=2 --master_addr=10.0.0.1 "
+    "--master_port=29500 a08_ddp_torchrun.py":
+        "needs two machines; test_a08_two_machines_use_global_ranks runs it on localhost",
+    "torchrun --nnodes=2 --node_rank=1 --nproc_per_node=2 --master_addr=10.0.0.1 "
+    "--master_port=29500 a08_ddp_torchrun.py":
+        "needs two machines; test_a08_two_machines_use_global_ranks runs it on localhost",
+    "sbatch a08.sbatch": "tests/test_slurm.py submits the README's script to a real SLURM",
+    "python a06_save_load.py --load PATH": "PATH is yours; tests/test_checkpoints.py runs it",
+    "sudo apt install python3-venv": "changes the system; Debian and Ubuntu only",
+    "%pip install -q .": "a notebook's own pip; in a terminal, `pip install .` (run)",
+    "python -m pytest": "the README's test command: .ci/run runs it in a fresh clone (in the "
+                        "fresh-clone test it would run the whole suite inside itself)",
+}
+PROMPTS = ("python ", "torchrun ", "pip ", "source ", "diff ", "sbatch ", "sudo ",
+           "OMP_NUM_THREADS=", "%pip ")
+
+
+def readme() -> str:
+    return (ROOT / "README.md").read_text()
+
+
+def readme_commands() -> list[str]:
+    """Every command in the README: the lines of its bash blocks (the SLURM batch script is a
+    file, not commands), and inline code in the prose and the section table that starts like
+    a command; comments dropped, white space folded."""
+    text = readme()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        if block.startswith("#!/bin/bash"):
+            continue
+        commands += [line.split(" #")[0] for line in block.splitlines()]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    spans = [span.removeprefix("!") for span in re.findall(r"`([^`]+)`", prose)]  # "!": a cell
+    commands += [span for span in spans if span.startswith(PROMPTS)]
+    return list(dict.fromkeys(" ".join(c.split()) for c in commands if c.strip()))
+
+
+def commands_run_here() -> list[str]:
+    return [command for command in readme_commands() if command not in NOT_RUN_HERE]
+
+
+def test_readme_has_a_table_of_contents():
+    lines = readme().splitlines()
+    contents = [line for line in lines[:30] if line.startswith("- [")]
+    headings = [line[3:] for line in lines if line.startswith("## ")]
+    for heading in headings:
+        assert any(f"[{heading}]" in line for line in contents), heading
+
+
+def test_every_command_not_run_here_is_in_the_readme():
+    """The list above names only commands that exist, so it cannot hide one."""
+    assert set(NOT_RUN_HERE) <= set(readme_commands())
+    assert len(commands_run_here()) >= 15, commands_run_here()
+
+
+def test_no_placeholder_in_a_command_run_here():
+    for command in commands_run_here():
+        assert "..." not in command and "<" not in command, command
+
+
+def test_readme_speaks_to_learners():
+    text = readme().lower()
+    for phrase in ("build machine", "previous layout", "previous session", "this session"):
+        assert phrase not in text, phrase
+    assert readme().index("## When things go wrong")
+    first = readme().split("## When things go wrong")[1].split("\n- ")[1]
+    assert "No module named 'torch'" in first
+
+
+TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
+    "from torch.distributed import destroy_process_group, init_process_group",
+    'if "MASTER_ADDR" not in os.environ:',
+    'os.environ["MASTER_ADDR"] = "localhost"',
+    'if "MASTER_PORT" not in os.environ:',
+    'os.environ["MASTER_PORT"] = "12345"',
+    'os.environ["USE_LIBUV"] = "0"',
+    "init_process_group(backend=backend, rank=rank, world_size=world_size",
+    "torch.cuda.set_device(device)",
+    "# factor = 4",
+    "# y_train = y_train.repeat(factor)",
+    "sampler=DistributedSampler(train_ds),",
+    "train_loader.sampler.set_epoch(epoch)",
+    "model = DDP(model, device_ids=",
+    "destroy_process_group()  # NEW",
+]
+
+
+def test_a08_carries_the_texts_lines_in_order():
+    source = (ROOT / "a08_ddp_torchrun.py").read_text()
+    positions = [source.find(line) for line in TEXT_LINES_OF_A08]
+    assert -1 not in positions, [line for line, p in zip(TEXT_LINES_OF_A08, positions,
+                                                         strict=True) if p == -1]
+    assert positions == sorted(positions)
+
+
+MARKER = re.compile(r"#\s*(NEW|EXTRA|NOTEBOOK):")
+
+
+def test_one_marker_per_comment():
+    for script in sorted(ROOT.glob("a0*.py")):
+        for number, line in enumerate(script.read_text().splitlines(), start=1):
+            comment = line.split("#", 1)[1] if "#" in line else ""
+            assert len(MARKER.findall("#" + comment)) <= 1, f"{script.name}:{number}"
+
+
+def test_markers_say_where_a_part_comes_from():
+    a01 = (ROOT / "a01_tensors.py").read_text()
+    numpy_part = a01[a01.index("def section_2_1_from_numpy"):a01.index("def section_2_2")]
+    assert "# NOTEBOOK:" in numpy_part  # the author's notebook, not the text
+    a04 = (ROOT / "a04_dataloaders.py").read_text()
+    workers = a04[a04.index("def section_6_num_workers"):a04.index("def main")]
+    assert "# EXTRA:" in workers and "# NEW:" not in workers  # ours: the text only describes it
+
+
+def test_the_readme_answers_what_learners_ran_into():
+    """Where only a README line can help: Windows' long paths (torch 2.13+, pytorch#180237),
+    Intel Macs' last torch, NCCL on consumer GPUs and under WSL2, float64 on MPS."""
+    text = readme()
+    windows = text[text.index("On Windows, in PowerShell"):text.index("## Section by section")]
+    assert "LongPathsEnabled -Value 1" in windows and "[WinError 206]" in windows
+    macos = text[text.index("**macOS.**"):text.index("**Notebooks")]
+    assert "Intel Macs get torch 2.2.2" in macos and "Python 3.10 to 3.12" in macos
+    assert "NCCL_SHM_DISABLE=1" in text[text.index("**Windows.**"):text.index("**macOS.**")]
+    machines = text[text.index("## Several machines"):text.index("**SLURM.**")]
+    assert "NCCL_P2P_DISABLE=1" in machines and "NCCL_DEBUG=INFO" in machines
+    trouble = text[text.index("## When things go wrong"):]
+    assert "Cannot convert a MPS Tensor to float64 dtype" in trouble and ".float()" in trouble
+
+
+def test_the_readme_gets_a_cuda_build_onto_windows_and_past_one_installed():
+    """PyPI's torch for Windows has no CUDA (pytorch/pytorch#122924; pip's resolver picks
+    torch-2.15.0-cp312-cp312-win_amd64.whl, 127 MB, version 2.15.0+cpu): the Quick start's
+    line for Windows with an NVIDIA GPU comes before `pip install .`, with the RTX 50xx's
+    index (cu126 has no sm_120); where a torch is installed already, a remedy that replaces
+    it (`pip install` alone answers "Requirement already satisfied")."""
+    text = readme()
+    quick = text[text.index("## Quick start"):text.index("## Section by section")]
+    lines = [line.split(" #") for line in re.findall(r"```bash\n(.*?)```", quick, re.S)[1]
+             .splitlines()]
+    assert [(command.strip(), comment.strip()) for command, comment in lines] == [
+        ("pip install torch --index-url https://download.pytorch.org/whl/cpu",
+         "Linux without an NVIDIA GPU"),
+        ("pip install torch --index-url https://download.pytorch.org/whl/cu126",
+         "Windows with an NVIDIA GPU")]
+    assert "RTX 50xx needs `cu130`" in quick and "before `pip install .`" in quick
+    trouble = " ".join(text[text.index("## When things go wrong"):].split())
+    assert ("`python a01_tensors.py` names the cause" in trouble
+            and "`pip uninstall -y torch`, then the `cu126` line" in trouble)
+
+
+def test_the_readme_names_torchruns_harmless_lines():
+    """Lines that torchrun prints, which learners took for the failure: the OMP_NUM_THREADS
+    note, macOS's and Windows' redirects note (meta-llama/llama#497, huggingface/accelerate#2508),
+    a machine without IPv6 (pytorch/pytorch#77523, #131691); and when they are the error."""
+    trouble = " ".join(readme()[readme().index("## When things go wrong"):].split())
+    for line in ("Setting OMP_NUM_THREADS environment variable",
+                 "NOTE: Redirects are currently not supported in Windows or MacOs",
+                 "errno: 97 - Address family not supported",
+                 "The IPv6 network addresses of ... cannot be retrieved",
+                 "Repeated until a timeout, they are the error"):
+        assert line in trouble, line
+
+
+def test_the_readme_meets_learners_where_they_start():
+    """Apple's python3 is 3.9 (andrewyng/openworker#236); Python from the Microsoft Store has no
+    `py` (python/pymanager#223); `import torch` failing in c10.dll wants the Visual C++
+    runtime (nagadomi/nunif#701); a save another program holds (ultralytics/yolov5#12680)."""
+    text = readme()
+    quick = text[text.index("## Quick start"):text.index("```bash")]
+    assert "Python\n3.10 or newer" in quick and "a Mac's own `python3` is 3.9" in quick
+    assert "brew install python@3.12" in quick
+    windows = text[text.index("```powershell"):text.index("Activate.ps1")]
+    assert "py -m venv .venv" in windows and "python -m venv .venv" in windows
+    trouble = " ".join(text[text.index("## When things go wrong"):].split())
+    assert "[WinError 1114]" in trouble and "Visual C++ Redistributable" in trouble
+    assert "cannot replace it (Access is denied)" in trouble
+    notebooks = " ".join(text[text.index("**Notebooks"):text.index("## Several")].split())
+    assert "`import a05_training_loop`, then `a05_training_loop.main()`" in notebooks
