@@ -157,7 +157,7 @@ def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
 def batch_jobs() -> dict:
     """What the default suite runs without touching it: every script with no flags, a08 under
     torchrun and --spawn (on a torch without libuv, as Windows'), a07 with the GPU articles
-    (with MPS's pooling), a01 on simulated CUDA and MPS machines: key -> (command, env)."""
+    (with MPS's pooling): key -> (command, env)."""
     port = {"MASTER_PORT": str(free_port())}  # plain a08, beside the other tests
     jobs = {name: ([sys.executable, "-u", str(ROOT / name)], clean_env() | port)
             for name in SCRIPTS}
@@ -167,9 +167,6 @@ def batch_jobs() -> dict:
     jobs["a07 --gpu-guides"] = ([sys.executable, str(ROOT / "a07_gpu_single.py"), "--gpu-guides",
                                  "--device", "cpu", "--benchmark", "--sizes", "64,256"],
                                 clean_env("mps_pooling"))
-    for machine in ("pretend_cuda", "pretend_mps"):
-        jobs[machine] = ([sys.executable, str(ROOT / "a01_tensors.py")],
-                         clean_env(machine, accelerators=True))
     return jobs
 
 
