@@ -72,7 +72,7 @@ def section_2_3_operations() -> None:
 
 
 def main() -> None:
-    flags.make_parser(__doc__).parse_args(flags.command_line())
+    flags.Parser(__doc__).parse_args()
     section_1_3_environment()
     tensor1d = section_2_1_ranks()
     section_2_1_from_numpy()

@@ -44,7 +44,7 @@ def section_4_gradients() -> None:
 
 
 def main() -> None:
-    flags.make_parser(__doc__).parse_args(flags.command_line())
+    flags.Parser(__doc__).parse_args()
     section_3_forward_pass()
     section_4_gradients()
 

@@ -47,7 +47,7 @@ def section_5_seeded_forward() -> None:
 
 
 def main() -> None:
-    flags.make_parser(__doc__).parse_args(flags.command_line())
+    flags.Parser(__doc__).parse_args()
     section_5_architecture()
     section_5_exercise_a3()
     section_5_seeded_forward()

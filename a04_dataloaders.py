@@ -61,7 +61,7 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
 
 
 def main() -> None:
-    flags.make_parser(__doc__).parse_args(flags.command_line())
+    flags.Parser(__doc__).parse_args()
     train_ds, test_ds = section_6_dataset()
     section_6_loaders(train_ds, test_ds)
     section_6_num_workers(train_ds)

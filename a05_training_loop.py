@@ -15,7 +15,7 @@ from common import NeuralNetwork, compute_accuracy, flags, plots, toy_data, toy_
 
 
 def parse_args() -> argparse.Namespace:
-    parser = flags.make_parser(__doc__)
+    parser = flags.Parser(__doc__)
     flags.add_training_flags(parser)
     plots.add_plot_flag(parser)  # EXTRA: --plot PATH
     return flags.parse_training_flags(parser)

@@ -26,7 +26,7 @@ from common import (
 
 
 def parse_args() -> argparse.Namespace:
-    parser = flags.make_parser(__doc__)
+    parser = flags.Parser(__doc__)
     flags.add_training_flags(parser)
     parser.add_argument("--path", default="model.pth",
                         help="where to save the trained model's state_dict "

@@ -30,7 +30,7 @@ from common import (
 )
 
 
-def ddp_setup(rank: int, world_size: int, device: torch.device, timeout: timedelta) -> None:
+def ddp_setup(rank: int, world_size: int, device: torch.device, timeout: float) -> None:
     # NEW: where the processes meet, unless torchrun has set it already
     if "MASTER_ADDR" not in os.environ:
         os.environ["MASTER_ADDR"] = "localhost"
@@ -40,7 +40,8 @@ def ddp_setup(rank: int, world_size: int, device: torch.device, timeout: timedel
         os.environ["USE_LIBUV"] = "0"  # NEW: torch for Windows is built without libuv
     # NEW: NCCL between GPUs (not on Windows), else gloo (EXTRA: CPUs too, and --timeout)
     backend = "nccl" if device.type == "cuda" and platform.system() != "Windows" else "gloo"
-    init_process_group(backend=backend, rank=rank, world_size=world_size, timeout=timeout)
+    init_process_group(backend=backend, rank=rank, world_size=world_size,
+                       timeout=timedelta(seconds=timeout))
     if device.type == "cuda":
         torch.cuda.set_device(device)  # NEW: this process's GPU
 

@@ -1,4 +1,4 @@
-"""Safe checkpoints around the tutorial's two lines (section 8), and a08's --snapshot.
+"""Safe checkpoints around the tutorial's two lines (section 8), and a08's --snapshot:
 
     with atomic_path(PATH) as tmp:            # torch.save writes a temporary file beside PATH,
         torch.save(model.state_dict(), tmp)   # which replaces PATH only once it is whole
@@ -6,8 +6,7 @@
         model.load_state_dict(torch.load(PATH, weights_only=True))
 
 A rename is atomic on one file system, so PATH holds the old file or the new one, never half
-of one; ``weights_only=True`` (torch's default since 2.6) never runs code from a file.
-"""
+of one; ``weights_only=True`` (torch's default since 2.6) never runs code from a file."""
 
 from __future__ import annotations
 
@@ -43,8 +42,9 @@ def check_writable(path: str, flag: str) -> str | None:
 
 @contextmanager
 def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
-    """A temporary path beside ``path`` for the block to write, then moved over ``path``.
-    A file a signal left half-written by an earlier run is removed first."""
+    """A temporary path beside ``path`` for the block to write, then moved over it (tried
+    again for two seconds where another program holds ``path``: on Windows an antivirus,
+    OneDrive or an editor). What a signal left half-written earlier is removed first."""
     if problem := check_writable(path, flag):
         raise UserError(problem)
     target = Path(os.path.realpath(path))
@@ -55,26 +55,21 @@ def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
         yield str(tmp)
         with open(tmp, "rb+") as written:
             os.fsync(written.fileno())  # on disk before the rename makes it the file
-        replace(tmp, target, path, flag)
+        for wait in [0.2] * 9 + [None]:
+            try:
+                os.replace(tmp, target)
+                break
+            except PermissionError as err:
+                if wait is None:
+                    raise UserError(f"{path}: cannot replace it ({err.strerror}): another "
+                                    f"program may hold the file (an antivirus, OneDrive, an "
+                                    f"editor); close it, or choose another {flag}") from None
+                time.sleep(wait)
     except (OSError, RuntimeError) as err:  # torch.save: RuntimeError "... failed writing"
-        raise UserError(f"{path}: cannot write it ({words(err)}); choose "
-                        f"another {flag}, or free some space") from None
+        raise UserError(f"{path}: cannot write it ({words(err)}); choose another {flag}, or "
+                        f"free some space") from None
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def replace(tmp: Path, target: Path, path: str, flag: str, tries: int = 10) -> None:
-    """``os.replace``, tried again for a moment where another program holds the target
-    (Windows: an antivirus, OneDrive or an editor; "Access is denied")."""
-    for attempt in range(tries):
-        try:
-            return os.replace(tmp, target)
-        except PermissionError as err:
-            if attempt == tries - 1:
-                raise UserError(f"{path}: cannot replace it ({err.strerror}): another program "
-                                f"may hold the file (an antivirus, OneDrive, an editor); close "
-                                f"it, or choose another {flag}") from None
-            time.sleep(0.2)
 
 
 @contextmanager
@@ -95,14 +90,16 @@ def explain_load_errors(path: str) -> Iterator[None]:
                         f"loading it could run code; load such files only from sources you "
                         f"trust (weights_only=False)") from None
     except Exception as err:
-        if raised_in_our_code(err):
-            raise
+        trace = err.__traceback__
+        while trace.tb_next is not None:
+            trace = trace.tb_next
+        if Path(trace.tb_frame.f_code.co_filename).resolve().parent in (ROOT, ROOT / "common"):
+            raise  # a line of the scripts or of common/, one the learner edited
         raise UserError(f"{path}: {why_unusable(path, err)}") from None
 
 
 def why_unusable(path: str, err: Exception) -> str:
-    """What is in the file that torch.load or load_state_dict refused, read again onto the
-    CPU, noting where its tensors were saved."""
+    """What the file holds, read again onto the CPU, noting where its tensors were saved."""
     devices = set()
 
     def on_the_cpu(storage, location):
@@ -121,21 +118,11 @@ def why_unusable(path: str, err: Exception) -> str:
         return ("saved from a DistributedDataParallel model (keys start with 'module.'); load "
                 "it into the model with torch.nn.modules.utils."
                 "consume_prefix_in_state_dict_if_present(state_dict, 'module.') first")
-    for key in ("model", "model_state_dict"):
-        if key in keys:
-            return (f"a checkpoint that holds more than the model; its weights are under "
-                    f"{key!r}: model.load_state_dict(torch.load(PATH)[{key!r}])")
+    if key := next((key for key in ("model", "model_state_dict") if key in keys), None):
+        return (f"a checkpoint that holds more than the model; its weights are under "
+                f"{key!r}: model.load_state_dict(torch.load(PATH)[{key!r}])")
     lines = str(err).strip().splitlines()  # load_state_dict's first mismatch, or its words
     return f"does not fit this model ({(lines[1:] or lines)[0].strip()[:160]})"
-
-
-def raised_in_our_code(err: Exception) -> bool:
-    """Raised in a line of the scripts or of ``common`` (one a learner edited), not in torch."""
-    trace = err.__traceback__
-    while trace is not None and trace.tb_next is not None:
-        trace = trace.tb_next
-    return trace is not None and \
-        Path(trace.tb_frame.f_code.co_filename).resolve().parent in (ROOT, ROOT / "common")
 
 
 # a08's --snapshot PATH: after each epoch rank 0 writes the model, the optimizer, the epochs
@@ -170,12 +157,10 @@ def resume(args, model: torch.nn.Module, optimizer, name: str) -> int:
     model.load_state_dict(shared[0]["model"])
     optimizer.load_state_dict(shared[0]["optimizer"])
     done = shared[0]["epochs_completed"]
-    if done < args.epochs:
-        print(f"{name} Resuming from epoch {done} ({args.snapshot}): continuing with epoch "
-              f"{done + 1}")
-    else:
-        print(f"{name} {args.snapshot} holds {done} finished epochs, all that --epochs "
-              f"{args.epochs} asks for: nothing left to train (a larger --epochs trains on)")
+    print(f"{name} Resuming from epoch {done} ({args.snapshot}): continuing with epoch "
+          f"{done + 1}" if done < args.epochs else f"{name} {args.snapshot} holds {done} "
+          f"finished epochs, all that --epochs {args.epochs} asks for: nothing left to train "
+          f"(a larger --epochs trains on)")
     return done
 
 

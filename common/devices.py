@@ -1,13 +1,9 @@
-"""Devices, not the tutorial's code: whether this install fits this machine (a01), a07's flags
-and --device, --amp, and Exercise A.4's timing. Each way an install misses this machine's GPU
-is one line with the command that fits:
-
-- an Intel (x86_64) Python under Rosetta on an Apple-silicon Mac (no MPS, torch 2.2.2 at most);
-- MPS off on a Mac: macOS before 14 with torch 2.9+, or a torch built without it;
-- a CPU-only torch beside an NVIDIA driver (PyPI's torch for Windows always is one);
-- a GPU whose architecture the build lacks (an RTX 50xx under cu126): torch calls it available,
-  and its first operation fails with "no kernel image is available".
-"""
+"""Devices, not the tutorial's code: whether this install fits this machine (a01), a07's flags,
+--amp, and Exercise A.4's timing. Each way an install misses this machine's GPU is one line,
+with the command that fits: an Intel Python under Rosetta on an Apple-silicon Mac; MPS off
+(macOS before 14 with torch 2.9+, a torch built without it); a CPU-only torch beside an NVIDIA
+driver (PyPI's torch for Windows always is one); a GPU whose architecture the build lacks (an
+RTX 50xx under cu126), which torch calls available until "no kernel image is available"."""
 
 from __future__ import annotations
 
@@ -21,12 +17,12 @@ import warnings
 import torch
 
 from common.flags import (
+    POSITIVE,
+    Parser,
     UserError,
     add_training_flags,
     heading,
-    make_parser,
     parse_training_flags,
-    sizes,
 )
 from common.plots import add_plot_flag
 
@@ -40,9 +36,8 @@ def accelerator() -> str | None:
     api = getattr(torch, "accelerator", None)
     if api is not None and hasattr(api, "current_accelerator"):
         return api.current_accelerator().type if api.is_available() else None
-    if torch.cuda.is_available():
-        return "cuda"
-    return "mps" if torch.backends.mps.is_available() else None
+    return "cuda" if torch.cuda.is_available() else \
+        "mps" if torch.backends.mps.is_available() else None
 
 
 def install_notes() -> list[str]:
@@ -66,25 +61,22 @@ def rosetta() -> str | None:
 
 
 def mps_off() -> str | None:
-    """Why an Apple-silicon Mac's GPU (MPS) is off with this torch, or None."""
+    """Why an Apple-silicon Mac's GPU (MPS) is off with this torch, where torch can tell."""
     if platform.system() != "Darwin" or platform.machine() != "arm64" or \
             torch.backends.mps.is_available():
         return None
     if not torch.backends.mps.is_built():
         return f"torch {torch.__version__} was built without MPS; install PyPI's torch for macOS"
-    macos = platform.mac_ver()[0] or "?"
+    macos = platform.mac_ver()[0]
     if macos.split(".")[0].isdigit() and int(macos.split(".")[0]) < 14:
         return (f"MPS is off: torch {torch.__version__} supports Apple's GPU only on macOS 14 "
                 f"or newer, and this Mac runs macOS {macos}; update macOS, or install an "
                 f'older torch (pip install "torch<2.9")')
-    return None  # another reason, which torch does not say
+    return None
 
 
 def cpu_build_beside_an_nvidia_gpu() -> str | None:
-    if torch.version.cuda is not None or torch.cuda.is_available():
-        return None  # a CUDA build (or ROCm's)
-    gpu = nvidia_smi_gpu()
-    if gpu is None:
+    if torch.version.cuda is not None or torch.cuda.is_available() or not (gpu := nvidia_smi()):
         return None
     windows = ", as PyPI's torch for Windows always is" if platform.system() == "Windows" else ""
     return (f"this machine has an NVIDIA GPU ({gpu[0]}), but torch {torch.__version__} is a "
@@ -106,29 +98,26 @@ def gpu_missing_from_build() -> str | None:
     return None
 
 
-def nvidia_smi_gpu() -> tuple[str, tuple[int, int] | None] | None:
-    """(name, compute capability or None) of the driver's first GPU; None without one."""
-    command = shutil.which("nvidia-smi")
-    for fields in ("name,compute_cap", "name") if command else ():
-        try:
-            answer = subprocess.run([command, f"--query-gpu={fields}", "--format=csv,noheader"],
-                                    capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if answer.returncode == 0 and answer.stdout.strip():
-            name, _, cap = answer.stdout.splitlines()[0].partition(",")
-            major, _, minor = cap.strip().partition(".")
-            return name.strip(), (int(major), int(minor)) if (major + minor).isdigit() else None
+def nvidia_smi() -> tuple[str, tuple[int, int] | None] | None:
+    """(name, compute capability or None) of the NVIDIA driver's first GPU, or None."""
+    for fields in ("name,compute_cap", "name") if shutil.which("nvidia-smi") else ():
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            answer = subprocess.run(["nvidia-smi", f"--query-gpu={fields}",
+                                     "--format=csv,noheader"], capture_output=True, text=True,
+                                    timeout=20)
+            if answer.returncode == 0 and answer.stdout.strip():
+                name, _, cap = answer.stdout.splitlines()[0].partition(",")
+                major, _, minor = cap.strip().partition(".")
+                return name.strip(), (int(major), int(minor)) if (major + minor).isdigit() \
+                    else None
     return None
 
 
 def runs_on(capability: tuple[int, int], built_for: list[str]) -> bool:
-    """Machine code (sm_XY) runs on the same major version with an equal or higher minor one;
-    PTX (compute_XY) on any GPU at least as new."""
-    for arch in built_for:
-        kind, _, number = arch.partition("_")
-        number = number.rstrip("af")  # sm_90a, sm_100f: variants of one architecture
-        if number.isdigit():
+    """Machine code (sm_XY) runs on the same major version and an equal or higher minor one;
+    PTX (compute_XY) on any GPU at least as new. sm_90a, sm_100f: variants of one."""
+    for kind, _, number in (arch.partition("_") for arch in built_for):
+        if (number := number.rstrip("af")).isdigit():
             code = (int(number[:-1]), int(number[-1]))
             if (kind == "sm" and code[0] == capability[0] and code[1] <= capability[1]) or \
                     (kind == "compute" and code <= capability):
@@ -156,21 +145,19 @@ def install_advice(capability: tuple[int, int] | None) -> str:
 
 def parse_a07_flags(doc: str) -> argparse.Namespace:
     """a07's flags, with the checks no single flag's type can make."""
-    parser = make_parser(doc)
+    parser = Parser(doc)
     add_training_flags(parser)
     add_plot_flag(parser)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto",
                         help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
     add_amp_flag(parser)
-    parser.add_argument("--benchmark", action="store_true",
-                        help="Exercise A.4: time matrix multiplication on the CPU and the "
-                             "accelerator (default: off)")
-    parser.add_argument("--sizes", type=sizes, default=(64, 128, 256, 512, 1024, 2048),
-                        metavar="N,N,...", help="matrix sizes for --benchmark "
-                                                "(default: 64,128,256,512,1024,2048)")
-    parser.add_argument("--gpu-guides", action="store_true",
-                        help="after the tutorial's sections, run the two GPU articles' code, "
-                             "corrected, on the same device (default: off)")
+    parser.add_argument("--benchmark", action="store_true", help="Exercise A.4: time matrix "
+                        "multiplication on the CPU and the accelerator (default: off)")
+    parser.add_argument("--sizes", type=lambda text: tuple(map(POSITIVE, text.split(","))),
+                        default=(64, 128, 256, 512, 1024, 2048), metavar="N,N,...",
+                        help="matrix sizes for --benchmark (default: 64,128,256,512,1024,2048)")
+    parser.add_argument("--gpu-guides", action="store_true", help="after the tutorial's "
+                        "sections, run the two GPU articles' code, corrected (default: off)")
     args = parse_training_flags(parser)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error(f"argument --device cuda: this machine has no usable CUDA GPU (torch "
@@ -200,9 +187,8 @@ def show_device(device: torch.device | None) -> torch.device:
                   "run to run; --device cpu reproduces the text's")
         return device
     print(f"Training device: cpu ({'--device cpu' if accelerator() else 'no accelerator found'}).")
-    for note in (mps_off(), cpu_build_beside_an_nvidia_gpu()):
-        if note:
-            print(f"Note: {note}")
+    for note in filter(None, (mps_off(), cpu_build_beside_an_nvidia_gpu())):
+        print(f"Note: {note}")
     print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
           "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
           "to be on the same device. Every tensor in one operation must live on one device.")
@@ -221,8 +207,8 @@ def check_amp(parser: argparse.ArgumentParser, amp: str | None, device_type: str
 
 
 def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
-    """Why autocast in ``dtype`` cannot run on ``device_type``, or None. Where torch does not
-    support a dtype it warns and computes in float32: that is refused too."""
+    """Why autocast in ``dtype`` cannot run on ``device_type``, or None. Where torch lacks a
+    dtype it warns and computes in float32: refused too, not mislabelled."""
     name = str(dtype).removeprefix("torch.")
     if dtype == torch.float16 and device_type == "cpu":
         return "float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on the CPU use bf16"
@@ -251,33 +237,31 @@ def autocast(device: torch.device, amp: str | None) -> contextlib.AbstractContex
 
 def time_matmul(shape: tuple[int, int, int], device: torch.device,
                 dtype: torch.dtype = torch.float32) -> float:
-    """Median seconds of one (m x k) @ (k x n) product on ``device``, waiting for it to end
-    (torch's Timer waits for CUDA, for MPS only from about 2.9), with torch's CPU threads."""
+    """Median seconds of one (m x k) @ (k x n) product, waiting for the device (torch's Timer
+    waits for CUDA, for MPS only from about 2.9), with torch's CPU threads (its default: 1)."""
     from torch.utils import benchmark  # here: its import is slow
 
-    m, k, n = shape
-    generator = torch.Generator().manual_seed(m)
-    a = torch.rand(m, k, generator=generator).to(device, dtype)
-    b = torch.rand(k, n, generator=generator).to(device, dtype)
+    generator = torch.Generator().manual_seed(shape[0])
+    a = torch.rand(shape[:2], generator=generator).to(device, dtype)
+    b = torch.rand(shape[1:], generator=generator).to(device, dtype)
     (a @ b).sum().item()  # warm-up: the first call pays for kernel selection
     wait = (lambda: None) if device.type == "cpu" else getattr(torch, device.type).synchronize
-    timer = benchmark.Timer(stmt="a @ b; wait()", globals={"a": a, "b": b, "wait": wait},
-                            num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=0.2).median
+    return benchmark.Timer("a @ b; wait()", globals={"a": a, "b": b, "wait": wait},
+                           num_threads=torch.get_num_threads()).blocked_autorange(
+        min_run_time=0.2).median
 
 
 def exercise_a4(sizes: tuple[int, ...]) -> None:
     """The solution's own case, a table of sizes, and where the accelerator starts to win."""
     heading("9.1 Exercise A.4: when does the accelerator win?")
-    found = accelerator()
-    devices = [torch.device("cpu")] + ([torch.device(found)] if found else [])
+    devices = [torch.device("cpu")] + ([torch.device(found)] if (found := accelerator()) else [])
     timed = ", ".join(f"{device.type.upper()} {time_matmul((100, 200, 300), device) * 1e6:.1f} us"
                       for device in devices)
     print(f"The solution's own case, 100x200 @ 200x300: {timed}\n"
           "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
-          "GPU figure is mostly the time to launch the kernel)")
-    print(f"Median time of one float32 (size x size) @ (size x size) product; the CPU uses "
-          f"{torch.get_num_threads()} thread(s):")
+          "GPU figure is mostly the time to launch the kernel)\nMedian time of one float32 "
+          f"(size x size) @ (size x size) product; the CPU uses {torch.get_num_threads()} "
+          f"thread(s):")
     name = found.upper() if found else None
     header = f"{'size':>6} | {'CPU (ms)':>10}" + (
         f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
@@ -290,8 +274,6 @@ def exercise_a4(sizes: tuple[int, ...]) -> None:
             line += f" | {other[0] * 1e3:>10.3f} | {cpu / other[0]:>7.1f}x"
             wins_from = (wins_from or size) if other[0] < cpu else None
         print(line)
-    if name is None:
-        print("No accelerator on this machine, so there is no second column to compare with.")
-    else:
-        print(f"The {name} wins from size {wins_from} on." if wins_from else
-              f"The {name} did not win at any size measured.")
+    print("No accelerator on this machine, so there is no second column to compare with."
+          if name is None else f"The {name} wins from size {wins_from} on." if wins_from else
+          f"The {name} did not win at any size measured.")

@@ -10,7 +10,6 @@ import re
 import signal
 import sys
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import torch.distributed as dist
@@ -22,74 +21,57 @@ class UserError(Exception):
     """A problem the learner can fix: ``run`` prints ``error: <message>`` and exits with 1."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """Under torchrun every process parses the flags: only rank 0 prints, so a mistyped flag
-    gives one message, not one per process."""
+class Parser(argparse.ArgumentParser):
+    """--help starts with the script's docstring. Under torchrun only rank 0 prints (one
+    message, not one per process). Where other code calls a script's main() (a Jupyter
+    kernel, whose own argv is ``-f FILE``), no flags: the tutorial's defaults."""
+
+    def __init__(self, doc: str | None) -> None:
+        super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    def parse_args(self, args=None, namespace=None):
+        if args is None and not SCRIPT.fullmatch(Path(sys.argv[0]).name):
+            args = []
+        return super().parse_args(args, namespace)
 
     def _print_message(self, message, file=None):
         if os.environ.get("RANK", "0") == "0":
             super()._print_message(message, file)
 
 
-def make_parser(doc: str | None) -> argparse.ArgumentParser:
-    """A parser whose --help starts with the script's docstring (which names its section)."""
-    return _Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+def number(kind: type, low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a ``kind`` from ``low`` to ``high`` (a float: not 0 either)."""
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high or (kind is float and value == 0):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'} from "
+                f"{low:g} to {high:g}{' (not 0)' if kind is float else ''}")
+        return value
+    return parse
 
 
-def command_line() -> list[str]:
-    """The flags, where one of the scripts is what runs (``python a05_...py``, a notebook's
-    ``%run``); none where other code calls its main() (a Jupyter kernel's own ``-f FILE`` is
-    no flag of ours): that gets the tutorial's defaults."""
-    return sys.argv[1:] if SCRIPT.fullmatch(Path(sys.argv[0]).name) else []
-
-
-def _number(kind: type, text: str, low: float, high: float) -> float:
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high or (kind is float and value == 0):
-        what = "a whole number" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what} from {low:g} to {high:g}"
-                                         f"{' (not 0)' if kind is float else ''}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    return _number(int, text, 1, 10**9)
-
-
-def positive_float(text: str) -> float:
-    return _number(float, text, 0, 1e38)  # a float32 holds it, the model's own type
-
-
-def seed(text: str) -> int:
-    return _number(int, text, 0, 2**64 - 1)  # what torch.manual_seed takes
-
-
-def seconds(text: str) -> timedelta:
-    return timedelta(seconds=_number(float, text, 0, 2_000_000))  # torch's stores: ~24 days
-
-
-def sizes(text: str) -> tuple[int, ...]:
-    return tuple(positive_int(part) for part in text.split(","))
+POSITIVE = number(int, 1, 10**9)
 
 
 def add_training_flags(parser: argparse.ArgumentParser) -> None:
     """The knobs of section 7's training loop, with the tutorial's values as defaults."""
-    parser.add_argument("--epochs", type=positive_int, default=3,
+    parser.add_argument("--epochs", type=POSITIVE, default=3,
                         help="passes over the training data (default: %(default)s)")
-    parser.add_argument("--lr", type=positive_float, default=0.5,
+    parser.add_argument("--lr", type=number(float, 0, 1e38), default=0.5,  # a float32 holds it
                         help="SGD learning rate (default: %(default)s)")
-    parser.add_argument("--batch-size", type=positive_int, default=2,
+    parser.add_argument("--batch-size", type=POSITIVE, default=2,
                         help="examples per training batch (default: %(default)s)")
-    parser.add_argument("--seed", type=seed, default=123,
+    parser.add_argument("--seed", type=number(int, 0, 2**64 - 1), default=123,
                         help="seed for torch.manual_seed (default: %(default)s)")
 
 
 def parse_training_flags(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """a05 to a07: the flags, a batch larger than the 5 examples refused (it leaves nothing)."""
-    args = parser.parse_args(command_line())
+    """a05 to a07: the flags; a batch larger than the 5 examples would leave nothing."""
+    args = parser.parse_args()
     if args.batch_size > 5:
         parser.error(f"argument --batch-size: {args.batch_size} is larger than the 5 training "
                      f"examples; use 1 to 5")
@@ -123,8 +105,8 @@ def run(main: Callable[[], None]) -> None:
         main()
     except UserError as err:
         fail(str(err))
-    except (dist.DistError, RuntimeError) as err:  # a process group that cannot start,
-        if not isinstance(err, dist.DistError) and "/gloo/" not in str(err):  # or loses a peer
+    except (dist.DistError, RuntimeError) as err:  # a process group that cannot start, or
+        if not isinstance(err, dist.DistError) and "/gloo/" not in str(err):  # loses a peer
             raise  # (gloo's are RuntimeErrors that name its source file)
         fail(f"process {os.environ.get('RANK', 0)}: {words(err)} (README: When things go "
              f"wrong)", every_process=True)
@@ -140,10 +122,11 @@ def words(err: BaseException) -> str:
 
 
 def fail(message: str, every_process: bool = False) -> None:
-    """``error: message`` from rank 0 (every process: what each met on its own), exit 1."""
+    """``error: message`` from rank 0 (or every process: what each met on its own), exit 1;
+    at once where a process group is up (torn down mid-run, gloo may abort the process)."""
     if every_process or os.environ.get("RANK", "0") == "0" or not dist.is_initialized():
         print(f"error: {message}", file=sys.stderr)
-    if dist.is_initialized():  # leave at once: a process group torn down mid-run may abort
+    if dist.is_initialized():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)

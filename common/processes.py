@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -30,22 +30,13 @@ from common.devices import (
     cpu_build_beside_an_nvidia_gpu,
     gpu_missing_from_build,
 )
-from common.flags import (
-    UserError,
-    add_training_flags,
-    command_line,
-    make_parser,
-    positive_int,
-    run,
-    seconds,
-)
+from common.flags import POSITIVE, Parser, UserError, add_training_flags, number, run
 from common.plots import add_plot_flag
 
 
-@dataclass(frozen=True)
-class Launch:
-    """This process among how many: ``rank`` is unique over all machines, ``local_rank``
-    picks the GPU on this one. ``spawn``: --spawn's parent, which starts the processes."""
+class Launch(NamedTuple):
+    """This process among how many: ``rank`` over all machines, ``local_rank`` on this one
+    (it picks the GPU); ``spawn``: --spawn's parent, which starts the processes."""
 
     rank: int = 0
     local_rank: int = 0
@@ -58,17 +49,17 @@ def read_launch(env=os.environ) -> Launch:
     """torchrun's variables (or --spawn's), each checked: one line naming what to set."""
     if "RANK" not in env and "WORLD_SIZE" not in env:
         return Launch()  # one plain process
-    world_size = _variable(env, "WORLD_SIZE", 1, 10**6)
-    rank = _variable(env, "RANK", 0, world_size - 1)
-    local_world_size = _variable(env, "LOCAL_WORLD_SIZE", 1, world_size, world_size)
-    local_rank = _variable(env, "LOCAL_RANK", 0, local_world_size - 1,
-                           rank if local_world_size == world_size else None)
+    world = _variable(env, "WORLD_SIZE", 1, 10**6)
+    rank = _variable(env, "RANK", 0, world - 1)
+    local_world = _variable(env, "LOCAL_WORLD_SIZE", 1, world, world)
+    local_rank = _variable(env, "LOCAL_RANK", 0, local_world - 1,
+                           rank if local_world == world else None)
     if not env.get("MASTER_ADDR", "").strip():
         raise UserError("RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to the "
                         "address of process 0's machine (and MASTER_PORT), or start a08 with "
                         "torchrun, which sets them all")
     _variable(env, "MASTER_PORT", 1, 65535)
-    return Launch(rank, local_rank, world_size, local_world_size)
+    return Launch(rank, local_rank, world, local_world)
 
 
 def _variable(env, name: str, low: int, high: int, default: int | None = None) -> int:
@@ -84,31 +75,29 @@ def _variable(env, name: str, low: int, high: int, default: int | None = None) -
 
 def parse_a08_flags(doc: str) -> tuple[argparse.Namespace, Launch, torch.device]:
     """a08's flags, and this process's place and device, checked before any process waits."""
-    parser = make_parser(doc)
+    parser = Parser(doc)
     add_training_flags(parser)
     add_plot_flag(parser)
     add_amp_flag(parser)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto: one CUDA GPU per process where there are enough, else the "
                              "CPU (default: %(default)s)")
-    parser.add_argument("--num-samples", type=positive_int, default=None,
-                        help="training-set size; more than 5 adds noisy copies of the toy data "
-                             "(default: 5, more only where a process would get no full batch)")
-    parser.add_argument("--timeout", type=seconds, default="120",
-                        help="seconds to wait for the other processes (default: %(default)s)")
-    parser.add_argument("--snapshot", metavar="PATH", default=None,
-                        help="save training state here after every epoch, and resume from it "
-                             "if it exists (default: no snapshots)")
-    parser.add_argument("--spawn", type=positive_int, default=None, metavar="N",
-                        help="start N processes on this machine without torchrun, with "
-                             "torch.multiprocessing.spawn (Windows, notebooks) (default: off)")
-    args = parser.parse_args(command_line())
+    parser.add_argument("--num-samples", type=POSITIVE, default=None, help="training-set size; "
+                        "more than 5 adds noisy copies of the toy data (default: 5, more only "
+                        "where a process would get no full batch)")
+    parser.add_argument("--timeout", type=number(float, 0, 2e6), default=120, help="seconds to "
+                        "wait for the other processes (default: %(default)s)")
+    parser.add_argument("--snapshot", metavar="PATH", default=None, help="save training state "
+                        "here after every epoch, and resume from it (default: no snapshots)")
+    parser.add_argument("--spawn", type=POSITIVE, default=None, metavar="N", help="start N "
+                        "processes on this machine with torch.multiprocessing, without torchrun "
+                        "(Windows, notebooks) (default: off)")
+    args = parser.parse_args()
     spawning = args.spawn and multiprocessing.parent_process() is None  # not its workers
     if spawning and "RANK" in os.environ:
         parser.error("argument --spawn: torchrun started the processes already; use one or "
                      "the other")
-    launch = Launch(world_size=args.spawn, local_world_size=args.spawn, spawn=args.spawn) \
-        if spawning else read_launch()
+    launch = Launch(0, 0, args.spawn, args.spawn, args.spawn) if spawning else read_launch()
     if args.snapshot and launch.rank == 0 and \
             (problem := check_writable(args.snapshot, "--snapshot")):
         parser.error(f"argument --snapshot: {problem}")
@@ -142,11 +131,11 @@ def device_for_process(parser: argparse.ArgumentParser, name: str,
         shortage = gpu_missing_from_build()
     if shortage and name == "cuda":
         parser.error(f"argument --device cuda: {shortage}")
-    if shortage:
-        if (gpus or cpu_build_beside_an_nvidia_gpu()) and launch.rank == 0 and not launch.spawn:
-            print(f"Note: training on the CPU: {shortage}")
-        return torch.device("cpu")
-    return torch.device("cuda", launch.local_rank)
+    if not shortage:
+        return torch.device("cuda", launch.local_rank)
+    if (gpus or cpu_build_beside_an_nvidia_gpu()) and launch.rank == 0 and not launch.spawn:
+        print(f"Note: training on the CPU: {shortage}")
+    return torch.device("cpu")
 
 
 def spawn(main: Callable[[], None], nprocs: int) -> None:
@@ -163,8 +152,7 @@ def spawn(main: Callable[[], None], nprocs: int) -> None:
     try:
         mp.spawn(_worker, args=(nprocs, main), nprocs=nprocs)
     except mp.ProcessExitedException as err:
-        code = err.exit_code or 1
-        if code < 0:  # a signal ended that worker; torch has ended the others
+        if (code := err.exit_code or 1) < 0:  # a signal ended it; torch ended the others
             print(f"error: process {err.error_index} was ended by "
                   f"{signal.Signals(-code).name}", file=sys.stderr)
         sys.exit(128 - code if code < 0 else code)
@@ -206,7 +194,14 @@ def report_summary(model: torch.nn.Module, loaders: tuple[DataLoader, ...],
     """Rank 0's last lines: the accuracy over all processes, every example counted once
     (DistributedSampler pads the slices, and each process scores the whole test set), and
     whether all processes hold the same parameters, as averaging the gradients promises."""
-    counts = [count_correct_globally(model.module, loader.dataset, device) for loader in loaders]
+    counts = []
+    for loader in loaders:  # each process scores a slice; the counts are summed
+        mine = Subset(loader.dataset, range(dist.get_rank(), len(loader.dataset),
+                                            dist.get_world_size()))
+        correct = compute_accuracy(model.module, DataLoader(mine, batch_size=64), device) \
+            if len(mine) else 0
+        counts.append(torch.tensor([round(correct * len(mine)), len(mine)], device=device))
+        dist.all_reduce(counts[-1])
     mine = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     rank_0s = mine.clone()
     dist.broadcast(rank_0s, src=0)
@@ -214,21 +209,12 @@ def report_summary(model: torch.nn.Module, loaders: tuple[DataLoader, ...],
     dist.all_reduce(differing)
     if dist.get_rank() == 0:
         processes = dist.get_world_size()
-        for name, (correct, total) in zip(("training", "test"), counts, strict=True):
+        for name, count in zip(("training", "test"), counts, strict=True):
+            correct, total = count.tolist()
             print(f"Global {name} accuracy over all {processes} processes: "
                   f"{correct / total} ({correct} of {total} examples)")
         print(f"Parameters identical in all {processes} processes: {int(differing) == 0} "
               f"(what averaging the gradients promises)")
-
-
-def count_correct_globally(model: torch.nn.Module, dataset, device) -> tuple[int, int]:
-    """(correct, total): each process scores a slice with compute_accuracy; summed."""
-    mine = Subset(dataset, range(dist.get_rank(), len(dataset), dist.get_world_size()))
-    correct = round(compute_accuracy(model, DataLoader(mine, batch_size=64), device) *
-                    len(mine)) if len(mine) else 0
-    counts = torch.tensor([correct, len(mine)], device=device)
-    dist.all_reduce(counts)
-    return int(counts[0]), int(counts[1])
 
 
 def free_before_leaving() -> None:

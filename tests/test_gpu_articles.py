@@ -335,7 +335,8 @@ def test_benchmark_times_with_torchs_threads(monkeypatch):
     from torch.utils import benchmark
     timers, real_timer = [], benchmark.Timer
     monkeypatch.setattr(benchmark, "Timer",
-                        lambda **kwargs: timers.append(kwargs) or real_timer(**kwargs))
+                        lambda *args, **kwargs: timers.append(kwargs) or real_timer(*args,
+                                                                                    **kwargs))
     devices.time_matmul((8, 8, 8), torch.device("cpu"))
     assert timers[0]["num_threads"] == torch.get_num_threads()
 
