@@ -1,12 +1,7 @@
-"""Safe checkpoints around the tutorial's two lines (section 8), and a08's --snapshot:
-
-    with atomic_path(PATH) as tmp:            # torch.save writes a temporary file beside PATH,
-        torch.save(model.state_dict(), tmp)   # which replaces PATH only once it is whole
-    with explain_load_errors(PATH):           # an unusable file: one line saying why
-        model.load_state_dict(torch.load(PATH, weights_only=True))
-
-A rename is atomic on one file system, so PATH holds the old file or the new one, never half
-of one; ``weights_only=True`` (torch's default since 2.6) never runs code from a file."""
+"""Safe checkpoints around the tutorial's two lines of section 8 (a06), and a08's --snapshot:
+``atomic_path`` gives torch.save a temporary file, renamed over the target once whole (a
+rename is atomic: the old file or the new one, never half of one); ``explain_load_errors``
+turns a file that torch.load or load_state_dict cannot use into one line saying why."""
 
 from __future__ import annotations
 
@@ -74,8 +69,7 @@ def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
 
 @contextmanager
 def explain_load_errors(path: str) -> Iterator[None]:
-    """Around ``torch.load(path, ...)`` and ``load_state_dict``: a file that cannot be used
-    is one line saying why. An error raised in the scripts' own lines keeps its traceback."""
+    """One line for a file that cannot be used; an error in the scripts' lines: a traceback."""
     try:
         if os.path.isfile(path) and os.path.getsize(path) == 0:
             raise UserError(f"{path}: the file is empty (an interrupted save?); save it again")
@@ -125,10 +119,8 @@ def why_unusable(path: str, err: Exception) -> str:
     return f"does not fit this model ({(lines[1:] or lines)[0].strip()[:160]})"
 
 
-# a08's --snapshot PATH: after each epoch rank 0 writes the model, the optimizer, the epochs
-# completed and the settings that decide what a run computes; the same command resumes.
-
 def settings_of(args) -> dict:
+    """What decides a run's numbers: a snapshot resumes only a run that shares them."""
     return {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
             "--num-samples": args.num_samples or 5, "--amp": args.amp}
 
@@ -140,8 +132,8 @@ def save_snapshot(args, model: torch.nn.Module, optimizer, epochs_completed: int
 
 
 def resume(args, model: torch.nn.Module, optimizer, name: str) -> int:
-    """Before DDP wraps the model: rank 0 reads --snapshot and hands it to every process
-    (other machines need not see the file); the epochs it holds, 0 without one."""
+    """Before DDP(...): rank 0 reads --snapshot and hands it to every process (other machines
+    need not see the file); the epochs it holds, 0 without one."""
     snapshot = None
     if args.snapshot and dist.get_rank() == 0 and os.path.exists(args.snapshot):
         try:

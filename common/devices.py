@@ -1,30 +1,17 @@
-"""Devices, not the tutorial's code: whether this install fits this machine (a01), a07's flags,
---amp, and Exercise A.4's timing. Each way an install misses this machine's GPU is one line,
-with the command that fits: an Intel Python under Rosetta on an Apple-silicon Mac; MPS off
-(macOS before 14 with torch 2.9+, a torch built without it); a CPU-only torch beside an NVIDIA
-driver (PyPI's torch for Windows always is one); a GPU whose architecture the build lacks (an
-RTX 50xx under cu126), which torch calls available until "no kernel image is available"."""
+"""Devices, not the tutorial's code: whether this install fits this machine (a01: each way it
+misses the GPU is one line, with the command that fits), a07's flags, --amp, Exercise A.4."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import platform
-import shutil
 import subprocess
 import warnings
 
 import torch
 
-from common.flags import (
-    POSITIVE,
-    Parser,
-    UserError,
-    add_training_flags,
-    heading,
-    parse_training_flags,
-)
-from common.plots import add_plot_flag
+from common import flags, plots
 
 INDEX = "https://download.pytorch.org/whl"  # PyTorch's own wheels, a folder per CUDA version
 SELECTOR = "https://pytorch.org/get-started/locally/"
@@ -48,11 +35,10 @@ def install_notes() -> list[str]:
 
 def rosetta() -> str | None:
     """macOS says 1 for sysctl.proc_translated in a translated process (an Intel Mac: nothing)."""
-    if platform.system() != "Darwin" or platform.machine() != "x86_64":
-        return None
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        if subprocess.run(["sysctl", "-in", "sysctl.proc_translated"], capture_output=True,
-                          text=True, timeout=10).stdout.strip() == "1":
+        if platform.system() == "Darwin" and platform.machine() == "x86_64" and subprocess.run(
+                ["sysctl", "-in", "sysctl.proc_translated"], capture_output=True, text=True,
+                timeout=10).stdout.strip() == "1":
             return ("this Python is an Intel (x86_64) build running under Rosetta on an "
                     "Apple-silicon Mac, so it gets torch 2.2.2 at most and no MPS; install a "
                     "native arm64 Python (python.org's installer, or Homebrew's in "
@@ -76,6 +62,7 @@ def mps_off() -> str | None:
 
 
 def cpu_build_beside_an_nvidia_gpu() -> str | None:
+    """PyPI's torch for Windows is always one; nvidia-smi comes with NVIDIA's driver."""
     if torch.version.cuda is not None or torch.cuda.is_available() or not (gpu := nvidia_smi()):
         return None
     windows = ", as PyPI's torch for Windows always is" if platform.system() == "Windows" else ""
@@ -84,6 +71,7 @@ def cpu_build_beside_an_nvidia_gpu() -> str | None:
 
 
 def gpu_missing_from_build() -> str | None:
+    """An RTX 50xx under cu126: torch calls it available, then 'no kernel image is available'."""
     if torch.version.cuda is None or not torch.cuda.is_available():
         return None
     built_for = torch.cuda.get_arch_list()
@@ -99,23 +87,19 @@ def gpu_missing_from_build() -> str | None:
 
 
 def nvidia_smi() -> tuple[str, tuple[int, int] | None] | None:
-    """(name, compute capability or None) of the NVIDIA driver's first GPU, or None."""
-    for fields in ("name,compute_cap", "name") if shutil.which("nvidia-smi") else ():
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            answer = subprocess.run(["nvidia-smi", f"--query-gpu={fields}",
-                                     "--format=csv,noheader"], capture_output=True, text=True,
-                                    timeout=20)
-            if answer.returncode == 0 and answer.stdout.strip():
-                name, _, cap = answer.stdout.splitlines()[0].partition(",")
-                major, _, minor = cap.strip().partition(".")
-                return name.strip(), (int(major), int(minor)) if (major + minor).isdigit() \
-                    else None
+    """(name, compute capability, None from old drivers) of the driver's first GPU, or None."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        name, _, cap = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap",
+                                       "--format=csv,noheader"], capture_output=True, text=True,
+                                      timeout=20).stdout.partition("\n")[0].partition(",")
+        major, _, minor = cap.strip().partition(".")
+        return (name.strip(), (int(major), int(minor)) if (major + minor).isdigit() else None) \
+            if name.strip() else None
     return None
 
 
 def runs_on(capability: tuple[int, int], built_for: list[str]) -> bool:
-    """Machine code (sm_XY) runs on the same major version and an equal or higher minor one;
-    PTX (compute_XY) on any GPU at least as new. sm_90a, sm_100f: variants of one."""
+    """sm_XY runs on XY's major version, minor XY and up; compute_XY (PTX) on any GPU from XY."""
     for kind, _, number in (arch.partition("_") for arch in built_for):
         if (number := number.rstrip("af")).isdigit():
             code = (int(number[:-1]), int(number[-1]))
@@ -145,30 +129,29 @@ def install_advice(capability: tuple[int, int] | None) -> str:
 
 def parse_a07_flags(doc: str) -> argparse.Namespace:
     """a07's flags, with the checks no single flag's type can make."""
-    parser = Parser(doc)
-    add_training_flags(parser)
-    add_plot_flag(parser)
+    parser = flags.Parser(doc)
+    flags.add_training_flags(parser)
+    plots.add_plot_flag(parser)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto",
                         help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
     add_amp_flag(parser)
     parser.add_argument("--benchmark", action="store_true", help="Exercise A.4: time matrix "
                         "multiplication on the CPU and the accelerator (default: off)")
-    parser.add_argument("--sizes", type=lambda text: tuple(map(POSITIVE, text.split(","))),
+    parser.add_argument("--sizes", type=lambda text: tuple(map(flags.POSITIVE, text.split(","))),
                         default=(64, 128, 256, 512, 1024, 2048), metavar="N,N,...",
                         help="matrix sizes for --benchmark (default: 64,128,256,512,1024,2048)")
     parser.add_argument("--gpu-guides", action="store_true", help="after the tutorial's "
                         "sections, run the two GPU articles' code, corrected (default: off)")
-    args = parse_training_flags(parser)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error(f"argument --device cuda: this machine has no usable CUDA GPU (torch "
-                     f"{torch.__version__}); use --device auto or --device cpu")
-    if args.device == "mps" and not torch.backends.mps.is_available():
-        parser.error(f"argument --device mps: MPS is not available here: "
-                     f"{mps_off() or 'it needs an Apple-silicon Mac'}; use --device cpu")
+    args = flags.parse_training_flags(parser)
+    if args.device not in ("auto", "cpu", accelerator()):
+        parser.error(f"argument --device {args.device}: " + (
+            f"this machine has no usable CUDA GPU (torch {torch.__version__})"
+            if args.device == "cuda" else f"MPS is not available here: "
+            f"{mps_off() or 'it needs an Apple-silicon Mac'}") + "; use --device auto or cpu")
     args.device = None if args.device == "auto" else torch.device(args.device)
-    check_amp(parser, args.amp, device_to_show(args.device).type)
-    if device_to_show(args.device).type == "cuda" and (missing := gpu_missing_from_build()):
-        raise UserError(missing)  # before section 9.1's first CUDA operation fails on it
+    check_amp(parser, args.amp, (shown := device_to_show(args.device).type))
+    if shown == "cuda" and (missing := gpu_missing_from_build()):
+        raise flags.UserError(missing)  # before section 9.1's first CUDA operation fails on it
     return args
 
 
@@ -196,13 +179,12 @@ def show_device(device: torch.device | None) -> torch.device:
 
 
 def add_amp_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--amp", choices=tuple(AMP_DTYPES), default=None,
-                        help="train under autocast in bfloat16 (CPUs, CUDA, MPS with torch 2.6+ "
-                             "on macOS 14+) or float16 (GPUs) (default: off, float32)")
+    parser.add_argument("--amp", choices=tuple(AMP_DTYPES), help="train under autocast in "
+                        "bfloat16 or float16 (GPUs) (default: off, float32)")
 
 
 def check_amp(parser: argparse.ArgumentParser, amp: str | None, device_type: str) -> None:
-    if amp is not None and (problem := amp_problem(AMP_DTYPES[amp], device_type)):
+    if amp and (problem := amp_problem(AMP_DTYPES[amp], device_type)):
         parser.error(f"argument --amp {amp}: {problem}")
 
 
@@ -228,17 +210,14 @@ def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
 
 
 def autocast(device: torch.device, amp: str | None) -> contextlib.AbstractContextManager:
-    """torch.autocast in the --amp precision, or nothing. fp16 runs without a GradScaler: this
-    small model's gradients stay far inside float16's range (gpu_articles shows the scaler)."""
-    if amp is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[amp])
+    """--amp's autocast; no GradScaler: this model's gradients stay in float16's range."""
+    return torch.autocast(device.type, AMP_DTYPES[amp]) if amp else contextlib.nullcontext()
 
 
 def time_matmul(shape: tuple[int, int, int], device: torch.device,
                 dtype: torch.dtype = torch.float32) -> float:
-    """Median seconds of one (m x k) @ (k x n) product, waiting for the device (torch's Timer
-    waits for CUDA, for MPS only from about 2.9), with torch's CPU threads (its default: 1)."""
+    """Median seconds of an (m x k) @ (k x n) product, waited for (torch's Timer waits for MPS
+    only from about 2.9), with torch's CPU threads (the Timer's default: 1)."""
     from torch.utils import benchmark  # here: its import is slow
 
     generator = torch.Generator().manual_seed(shape[0])
@@ -253,18 +232,18 @@ def time_matmul(shape: tuple[int, int, int], device: torch.device,
 
 def exercise_a4(sizes: tuple[int, ...]) -> None:
     """The solution's own case, a table of sizes, and where the accelerator starts to win."""
-    heading("9.1 Exercise A.4: when does the accelerator win?")
+    flags.heading("9.1 Exercise A.4: when does the accelerator win?")
     devices = [torch.device("cpu")] + ([torch.device(found)] if (found := accelerator()) else [])
     timed = ", ".join(f"{device.type.upper()} {time_matmul((100, 200, 300), device) * 1e6:.1f} us"
                       for device in devices)
+    name = found.upper() if found else None
+    header = f"{'size':>6} | {'CPU (ms)':>10}" + (
+        f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
     print(f"The solution's own case, 100x200 @ 200x300: {timed}\n"
           "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
           "GPU figure is mostly the time to launch the kernel)\nMedian time of one float32 "
           f"(size x size) @ (size x size) product; the CPU uses {torch.get_num_threads()} "
           f"thread(s):")
-    name = found.upper() if found else None
-    header = f"{'size':>6} | {'CPU (ms)':>10}" + (
-        f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
     print(f"{header}\n{'-' * len(header)}")
     wins_from = None  # the smallest size from which on the accelerator wins at every size
     for size in sizes:

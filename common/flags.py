@@ -5,6 +5,7 @@ line where the learner can fix what went wrong (exit status 2 for a flag, 1 othe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -22,9 +23,8 @@ class UserError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """--help starts with the script's docstring. Under torchrun only rank 0 prints (one
-    message, not one per process). Where other code calls a script's main() (a Jupyter
-    kernel, whose own argv is ``-f FILE``), no flags: the tutorial's defaults."""
+    """--help: the script's docstring first; only rank 0 prints; main() called by other code
+    (a Jupyter kernel, whose argv is its own ``-f FILE``) gets the tutorial's defaults."""
 
     def __init__(self, doc: str | None) -> None:
         super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,15 +42,12 @@ class Parser(argparse.ArgumentParser):
 def number(kind: type, low: float, high: float) -> Callable[[str], float]:
     """An argparse type: a ``kind`` from ``low`` to ``high`` (a float: not 0 either)."""
     def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high or (kind is float and value == 0):
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not {'a whole number' if kind is int else 'a number'} from "
-                f"{low:g} to {high:g}{' (not 0)' if kind is float else ''}")
-        return value
+        with contextlib.suppress(ValueError):
+            if low <= (value := kind(text)) <= high and not (kind is float and value == 0):
+                return value
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {'a whole number' if kind is int else 'a number'} from {low:g} "
+            f"to {high:g}{' (not 0)' if kind is float else ''}")
     return parse
 
 
@@ -93,10 +90,8 @@ def require_finite_loss(loss: float) -> float:
 
 
 def run(main: Callable[[], None]) -> None:
-    """Call ``main()`` as the program. Ctrl-C and SIGTERM end the process at once, as the
-    kernel does for a signal left at its default: Python's own Ctrl-C waits for the next
-    bytecode, which never comes while torch waits in C++ for a peer. Only where a script was
-    started (``sys.orig_argv``): a notebook's ``%run`` keeps its interrupt button."""
+    """``main()`` as the program: Ctrl-C ends it at once, as SIGTERM does (Python's own Ctrl-C
+    waits for a bytecode, none while torch waits in C++ for a peer); not in a notebook's %run."""
     if any(SCRIPT.fullmatch(Path(arg).name) for arg in sys.orig_argv[1:3]):
         signal.signal(signal.SIGINT, signal.SIG_DFL)
     if hasattr(sys.stdout, "reconfigure"):  # whole lines: processes' output never splices
@@ -122,8 +117,7 @@ def words(err: BaseException) -> str:
 
 
 def fail(message: str, every_process: bool = False) -> None:
-    """``error: message`` from rank 0 (or every process: what each met on its own), exit 1;
-    at once where a process group is up (torn down mid-run, gloo may abort the process)."""
+    """``error: message`` from rank 0 (or each), exit 1: at once within a process group."""
     if every_process or os.environ.get("RANK", "0") == "0" or not dist.is_initialized():
         print(f"error: {message}", file=sys.stderr)
     if dist.is_initialized():

@@ -1,6 +1,5 @@
-"""a08's processes, not the tutorial's code: its flags and torchrun's variables checked before
-any process waits for another, one device per process, --spawn, data enough for every
-process, and rank 0's summary over all of them."""
+"""a08's processes, not the tutorial's code: flags and launch variables checked before any
+process waits, a device each, --spawn, data for every process, rank 0's summary."""
 
 from __future__ import annotations
 
@@ -12,37 +11,21 @@ import multiprocessing
 import os
 import platform
 import signal
-import socket
 import sys
 import time
+from collections import namedtuple
 from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
+from torch.distributed.elastic.utils.distributed import get_free_port
 from torch.utils.data import DataLoader, Subset
 
-from common import compute_accuracy
-from common.checkpoints import check_writable
-from common.devices import (
-    add_amp_flag,
-    check_amp,
-    cpu_build_beside_an_nvidia_gpu,
-    gpu_missing_from_build,
-)
-from common.flags import POSITIVE, Parser, UserError, add_training_flags, number, run
-from common.plots import add_plot_flag
+from common import checkpoints, compute_accuracy, devices, flags, plots
 
-
-class Launch(NamedTuple):
-    """This process among how many: ``rank`` over all machines, ``local_rank`` on this one
-    (it picks the GPU); ``spawn``: --spawn's parent, which starts the processes."""
-
-    rank: int = 0
-    local_rank: int = 0
-    world_size: int = 1
-    local_world_size: int = 1
-    spawn: int | None = None
+# rank: over all machines; local_rank: on this one, it picks the GPU; spawn: --spawn's parent
+Launch = namedtuple("Launch", "rank local_rank world_size local_world_size spawn",
+                    defaults=(0, 0, 1, 1, None))
 
 
 def read_launch(env=os.environ) -> Launch:
@@ -55,9 +38,9 @@ def read_launch(env=os.environ) -> Launch:
     local_rank = _variable(env, "LOCAL_RANK", 0, local_world - 1,
                            rank if local_world == world else None)
     if not env.get("MASTER_ADDR", "").strip():
-        raise UserError("RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to the "
-                        "address of process 0's machine (and MASTER_PORT), or start a08 with "
-                        "torchrun, which sets them all")
+        raise flags.UserError("RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to "
+                              "the address of process 0's machine (and MASTER_PORT), or start "
+                              "a08 with torchrun, which sets them all")
     _variable(env, "MASTER_PORT", 1, 65535)
     return Launch(rank, local_rank, world, local_world)
 
@@ -67,31 +50,29 @@ def _variable(env, name: str, low: int, high: int, default: int | None = None) -
     if text is None and default is not None:
         return default
     if text is None or not text.strip().isdigit() or not low <= int(text) <= high:
-        raise UserError(f"{name + ' is not set' if text is None else f'{name}={text!r}'}: "
-                        f"set it to a whole number from {low} to {high}, or start a08 with "
-                        f"torchrun, which sets it")
+        raise flags.UserError(f"{name + ' is not set' if text is None else f'{name}={text!r}'}"
+                              f": set it to a whole number from {low} to {high}, or start a08 "
+                              f"with torchrun, which sets it")
     return int(text)
 
 
 def parse_a08_flags(doc: str) -> tuple[argparse.Namespace, Launch, torch.device]:
     """a08's flags, and this process's place and device, checked before any process waits."""
-    parser = Parser(doc)
-    add_training_flags(parser)
-    add_plot_flag(parser)
-    add_amp_flag(parser)
+    parser = flags.Parser(doc)
+    flags.add_training_flags(parser)
+    plots.add_plot_flag(parser)
+    devices.add_amp_flag(parser)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto: one CUDA GPU per process where there are enough, else the "
                              "CPU (default: %(default)s)")
-    parser.add_argument("--num-samples", type=POSITIVE, default=None, help="training-set size; "
-                        "more than 5 adds noisy copies of the toy data (default: 5, more only "
-                        "where a process would get no full batch)")
-    parser.add_argument("--timeout", type=number(float, 0, 2e6), default=120, help="seconds to "
-                        "wait for the other processes (default: %(default)s)")
-    parser.add_argument("--snapshot", metavar="PATH", default=None, help="save training state "
-                        "here after every epoch, and resume from it (default: no snapshots)")
-    parser.add_argument("--spawn", type=POSITIVE, default=None, metavar="N", help="start N "
-                        "processes on this machine with torch.multiprocessing, without torchrun "
-                        "(Windows, notebooks) (default: off)")
+    parser.add_argument("--num-samples", type=flags.POSITIVE, help="training examples, with "
+                        "noisy copies past 5 (default: 5, more where a process lacks a batch)")
+    parser.add_argument("--timeout", type=flags.number(float, 0, 2e6), default=120,
+                        help="seconds to wait for the other processes (default: %(default)s)")
+    parser.add_argument("--snapshot", metavar="PATH", help="save training state here after "
+                        "every epoch; resume from it (default: no snapshots)")
+    parser.add_argument("--spawn", type=flags.POSITIVE, metavar="N", help="start N processes "
+                        "here without torchrun, as on Windows (default: off)")
     args = parser.parse_args()
     spawning = args.spawn and multiprocessing.parent_process() is None  # not its workers
     if spawning and "RANK" in os.environ:
@@ -99,26 +80,25 @@ def parse_a08_flags(doc: str) -> tuple[argparse.Namespace, Launch, torch.device]
                      "the other")
     launch = Launch(0, 0, args.spawn, args.spawn, args.spawn) if spawning else read_launch()
     if args.snapshot and launch.rank == 0 and \
-            (problem := check_writable(args.snapshot, "--snapshot")):
+            (problem := checkpoints.check_writable(args.snapshot, "--snapshot")):
         parser.error(f"argument --snapshot: {problem}")
     if args.num_samples and math.ceil(args.num_samples / launch.world_size) < args.batch_size:
         parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
                      f"{launch.world_size} processes without a full batch of {args.batch_size}; "
                      f"use at least {launch.world_size * args.batch_size}")
     device = device_for_process(parser, args.device, launch)
-    check_amp(parser, args.amp, device.type)
+    devices.check_amp(parser, args.amp, device.type)
     return args, launch, device
 
 
 def device_for_process(parser: argparse.ArgumentParser, name: str,
                        launch: Launch) -> torch.device:
-    """One GPU per process (LOCAL_RANK picks it), or the CPU; ``auto`` falls back to the CPU
-    where there are too few GPUs, or none this torch can use, and says why."""
+    """One GPU per process (LOCAL_RANK's), or the CPU, saying why, where GPUs cannot serve."""
     if name == "cpu":
         return torch.device("cpu")
     gpus = torch.cuda.device_count()
     if gpus == 0:
-        shortage = cpu_build_beside_an_nvidia_gpu() or \
+        shortage = devices.cpu_build_beside_an_nvidia_gpu() or \
             "this machine has no usable CUDA GPU; use --device cpu (or auto)"
     elif platform.system() == "Windows":  # no NCCL; gloo crashes on CUDA tensors from 2.8
         shortage = ("on Windows the processes meet through gloo, which cannot carry CUDA "
@@ -128,26 +108,22 @@ def device_for_process(parser: argparse.ArgumentParser, name: str,
                     f"GPU(s), and NCCL refuses two processes on one GPU; start {gpus}, or use "
                     f"--device cpu")
     else:
-        shortage = gpu_missing_from_build()
+        shortage = devices.gpu_missing_from_build()
     if shortage and name == "cuda":
         parser.error(f"argument --device cuda: {shortage}")
     if not shortage:
         return torch.device("cuda", launch.local_rank)
-    if (gpus or cpu_build_beside_an_nvidia_gpu()) and launch.rank == 0 and not launch.spawn:
-        print(f"Note: training on the CPU: {shortage}")
+    if (gpus or devices.cpu_build_beside_an_nvidia_gpu()) and not (launch.rank or launch.spawn):
+        print(f"Note: training on the CPU: {shortage}")  # once, not by --spawn's parent too
     return torch.device("cpu")
 
 
 def spawn(main: Callable[[], None], nprocs: int) -> None:
-    """--spawn N: ``main`` in N processes started by torch.multiprocessing, as the book's
-    DDP-script.py does; they meet at a free port of this machine, without libuv (Windows'
-    torch lacks it). A worker that fails has said why; this process exits with its status."""
+    """--spawn N: ``main`` in N processes, as the book's DDP-script.py starts them, meeting at
+    a free port without libuv (Windows' torch lacks it). A worker that fails has said why."""
     import torch.multiprocessing as mp
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(get_free_port()), USE_LIBUV="0")
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # ours says it
     try:
         mp.spawn(_worker, args=(nprocs, main), nprocs=nprocs)
@@ -162,14 +138,13 @@ def _worker(index: int, nprocs: int, main: Callable[[], None]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as run() does for a script
     os.environ.update(RANK=str(index), LOCAL_RANK=str(index), WORLD_SIZE=str(nprocs),
                       LOCAL_WORLD_SIZE=str(nprocs))
-    run(main)
+    flags.run(main)
 
 
 def enlarge_for_processes(X: torch.Tensor, y: torch.Tensor, world_size: int,
                           args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
-    """--num-samples examples, else as many as give every process a full batch (rank 0 says
-    so): the examples, then noisy copies (std 0.1, as the text suggests) from a generator of
-    their own, so that the model's initial weights stay the same."""
+    """--num-samples examples, else enough for a full batch each: the examples, then noisy
+    copies (std 0.1, as the text's remedy) from a generator that leaves the seed's alone."""
     num_samples = args.num_samples or len(y)
     if math.ceil(num_samples / world_size) < args.batch_size:
         num_samples = world_size * args.batch_size
@@ -191,9 +166,8 @@ def process_name(device: torch.device) -> str:
 
 def report_summary(model: torch.nn.Module, loaders: tuple[DataLoader, ...],
                    device: torch.device) -> None:
-    """Rank 0's last lines: the accuracy over all processes, every example counted once
-    (DistributedSampler pads the slices, and each process scores the whole test set), and
-    whether all processes hold the same parameters, as averaging the gradients promises."""
+    """Rank 0's last lines: accuracy with every example counted once (DistributedSampler pads,
+    every process scores the whole test set); whether DDP kept the parameters identical."""
     counts = []
     for loader in loaders:  # each process scores a slice; the counts are summed
         mine = Subset(loader.dataset, range(dist.get_rank(), len(loader.dataset),
@@ -203,10 +177,8 @@ def report_summary(model: torch.nn.Module, loaders: tuple[DataLoader, ...],
         counts.append(torch.tensor([round(correct * len(mine)), len(mine)], device=device))
         dist.all_reduce(counts[-1])
     mine = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    rank_0s = mine.clone()
-    dist.broadcast(rank_0s, src=0)
-    differing = torch.tensor([int(not torch.equal(mine, rank_0s))], device=device)
-    dist.all_reduce(differing)
+    dist.broadcast(rank_0s := mine.clone(), src=0)
+    dist.all_reduce(differing := torch.tensor([int(not torch.equal(mine, rank_0s))], device=device))
     if dist.get_rank() == 0:
         processes = dist.get_world_size()
         for name, count in zip(("training", "test"), counts, strict=True):
@@ -218,8 +190,7 @@ def report_summary(model: torch.nn.Module, loaders: tuple[DataLoader, ...],
 
 
 def free_before_leaving() -> None:
-    """After ``del model``, before ``destroy_process_group()``: collect the DDP model (freed
-    after its group, gloo may abort the process at exit), then wait 50 ms without the GIL,
-    which gloo's thread may need (torch before 2.5 deadlocks: pytorch/pytorch#56297)."""
+    """After ``del model``: the DDP model collected before its group goes (else gloo may abort
+    at exit), and 50 ms without the GIL for gloo's thread (torch < 2.5 deadlocks, #56297)."""
     gc.collect()
     time.sleep(0.05)

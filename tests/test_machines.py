@@ -110,8 +110,12 @@ def mac(monkeypatch):
         monkeypatch.setattr(platform, "machine", lambda: machine)
         monkeypatch.setattr(platform, "mac_ver", lambda: (macos, ("", "", ""), machine))
         monkeypatch.setattr(torch.backends.mps, "is_built", lambda: mps_built)
-        monkeypatch.setattr(subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
-            command, 0, translated, ""))
+        def run(command, **kwargs):  # sysctl answers; nvidia-smi is not there
+            if command[0] != "sysctl":
+                raise FileNotFoundError(command[0])
+            return subprocess.CompletedProcess(command, 0, translated, "")
+
+        monkeypatch.setattr(subprocess, "run", run)
     return simulate
 
 
@@ -131,7 +135,8 @@ def test_an_apple_silicon_mac_on_macos_13_is_told_why_mps_is_off(mac, monkeypatc
     assert f"Training device: cpu (no accelerator found).\nNote: {MACOS_13}\n" in out
     code, _, err = run_main("a07_gpu_single.py", ["--device", "mps"], capsys)
     assert code == 2 and err.splitlines()[-1].endswith(
-        f"argument --device mps: MPS is not available here: {MACOS_13}; use --device cpu")
+        f"argument --device mps: MPS is not available here: {MACOS_13}; use --device auto or "
+        f"cpu")
 
 
 @pytest.mark.parametrize("machine, macos, built, translated, note", [

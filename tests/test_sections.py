@@ -344,8 +344,8 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     (tmp_path / "broken.py").write_text("raise SystemExit(3)\n")
     (tmp_path / "never.py").write_text(f"open({str(tmp_path / 'RAN')!r}, 'w')\n")
     monkeypatch.setattr(walkthrough, "ROOT", tmp_path)
-    monkeypatch.setattr(walkthrough, "STEPS", [("first.py", []), ("broken.py", []),
-                                               ("never.py", [])])
+    monkeypatch.setattr(walkthrough, "STEPS", [("python", "first.py"), ("python", "broken.py"),
+                                               ("python", "never.py")])
     monkeypatch.setattr(sys, "argv", ["walkthrough"])
     assert walkthrough.main() == 1
     assert "Walkthrough stopped: broken.py failed (exit status 3)." in capsys.readouterr().err
