@@ -38,10 +38,11 @@ def ddp_setup(rank: int, world_size: int, device: torch.device, timeout: float) 
         os.environ["MASTER_PORT"] = "12345"
     if platform.system() == "Windows":
         os.environ["USE_LIBUV"] = "0"  # NEW: torch for Windows is built without libuv
-    # NEW: NCCL between GPUs (not on Windows), else gloo (EXTRA: CPUs too, and --timeout)
+    # NEW: NCCL between GPUs (not on Windows), else gloo (EXTRA: on CPUs too; --timeout)
     backend = "nccl" if device.type == "cuda" and platform.system() != "Windows" else "gloo"
     init_process_group(backend=backend, rank=rank, world_size=world_size,
-                       timeout=timedelta(seconds=timeout))
+                       timeout=timedelta(seconds=timeout),  # EXTRA: and a store that
+                       **processes.store_for_this_attempt(timeout))  # torchrun can restart
     if device.type == "cuda":
         torch.cuda.set_device(device)  # NEW: this process's GPU
 

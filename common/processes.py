@@ -15,6 +15,7 @@ import sys
 import time
 from collections import namedtuple
 from collections.abc import Callable
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -116,6 +117,20 @@ def device_for_process(parser: argparse.ArgumentParser, name: str,
     if (gpus or devices.cpu_build_beside_an_nvidia_gpu()) and not (launch.rank or launch.spawn):
         print(f"Note: training on the CPU: {shortage}")  # once, not by --spawn's parent too
     return torch.device("cpu")
+
+
+def store_for_this_attempt(timeout: float) -> dict:
+    """Under torchrun, ``init_process_group``'s store: the agent's, which outlives the workers
+    it restarts (--max-restarts), where every attempt's process group uses the same keys, so
+    the restarted workers read their predecessors' (gloo fails in connectFullMesh, or waits).
+    Each attempt's keys get a prefix: how many times this rank has started, a count the same
+    in every process of an attempt (TORCHELASTIC_RESTART_COUNT is not, pytorch#135712)."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return {}  # env://, as the text has it
+    agent = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          is_master=False, timeout=timedelta(seconds=timeout))
+    starts = agent.add(f"a08/starts/rank{os.environ['RANK']}", 1)
+    return {"store": dist.PrefixStore(f"a08/attempt{starts}", agent)}
 
 
 def spawn(main: Callable[[], None], nprocs: int) -> None:
