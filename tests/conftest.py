@@ -223,6 +223,7 @@ def cpu_only_machine(request, monkeypatch):
         hide_accelerators(monkeypatch.setattr)
     for name in LAUNCH_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))  # a08 in-process: not the text's 12345
 
 
 @pytest.fixture(autouse=True)

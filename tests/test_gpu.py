@@ -22,37 +22,20 @@ GPUS = torch.cuda.device_count()
 REAL_DEVICES = clean_env(accelerators=True)  # the other tests' subprocesses see no GPU
 
 
-def run_with_gpus(script: str, *args: str, **kwargs):
-    return run_script(script, *args, env=REAL_DEVICES, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def a07_cuda(tmp_path_factory):
-    return run_with_gpus("a07_gpu_single.py", "--benchmark", "--sizes", "64,256,1024,4096",
-                      cwd=tmp_path_factory.mktemp("a07cuda"))
-
-
-def test_a07_section_9_1_on_cuda(a07_cuda):
-    assert a07_cuda.returncode == 0, a07_cuda.stderr
-    text = section(a07_cuda.stdout, "9.1 Computations on GPU devices")
+def test_a07_sections_9_1_and_9_2_and_exercise_a4_on_cuda(tmp_path):
+    result = run_script("a07_gpu_single.py", "--benchmark", "--sizes", "64,256,1024,4096",
+                        cwd=tmp_path, env=REAL_DEVICES)
+    assert result.returncode == 0, result.stderr
+    text = section(result.stdout, "9.1 Computations on GPU devices")
     assert "On cuda: tensor([5., 7., 9.], device='cuda:0')\n" in text
-    assert "Adding a CPU tensor to it fails: Expected all tensors to be on the same device" \
-        in text
-
-
-def test_a07_section_9_2_six_losses_on_cuda(a07_cuda):
-    assert loss_lines(section(a07_cuda.stdout, "9.2 Single-GPU training")) == \
-        TUTORIAL_LOSS_LINES
-    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in a07_cuda.stdout
-
-
-def test_a07_exercise_a4_gpu_column_and_crossover(a07_cuda):
-    text = section(a07_cuda.stdout, "9.1 Exercise A.4")
-    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU [\d.]+ us, "
-                     r"CUDA [\d.]+ us$", text, flags=re.M)
-    assert "|  CUDA (ms) | speed-up" in text
+    assert "Adding a CPU tensor to it fails: Expected all tensors to be on the same device" in text
+    assert loss_lines(section(result.stdout, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in result.stdout
+    a4 = section(result.stdout, "9.1 Exercise A.4")
+    assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU [\d.]+ us, CUDA [\d.]+ "
+                     r"us$", a4, flags=re.M) and "|  CUDA (ms) | speed-up" in a4
     assert re.search(r"^The CUDA (wins from size \d+ on|did not win at any size measured)\.$",
-                     text, flags=re.M)
+                     a4, flags=re.M)
 
 
 def ddp_lines_ok(result, nproc: int) -> None:
@@ -63,27 +46,25 @@ def ddp_lines_ok(result, nproc: int) -> None:
     assert f"Parameters identical in all {nproc} processes: True" in result.stdout
 
 
-def test_a08_nccl_on_every_gpu(tmp_path):
-    ddp_lines_ok(run(a08_command(nproc=GPUS), tmp_path, REAL_DEVICES, timeout=300), GPUS)
-
-
-def test_a08_spawn_on_every_gpu(tmp_path):
-    result = run_with_gpus("a08_ddp_torchrun.py", "--spawn", str(GPUS), cwd=tmp_path,
-                        timeout=300)
-    ddp_lines_ok(result, GPUS)
+@pytest.mark.parametrize("launch", ["torchrun", "spawn", "spawn --amp bf16", "spawn --amp fp16"])
+def test_a08_nccl_on_every_gpu(launch, tmp_path):
+    command = a08_command(nproc=GPUS) if launch == "torchrun" else \
+        a08_command("--spawn", str(GPUS), *launch.split()[1:])
+    ddp_lines_ok(run(command, tmp_path, REAL_DEVICES, timeout=300), GPUS)
 
 
 def test_a08_more_processes_than_gpus_is_refused(tmp_path):
-    result = run_with_gpus("a08_ddp_torchrun.py", "--spawn", str(GPUS + 1), "--device", "cuda",
-                        cwd=tmp_path)
+    result = run_script("a08_ddp_torchrun.py", "--spawn", str(GPUS + 1), "--device", "cuda",
+                        cwd=tmp_path, env=REAL_DEVICES)
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1].endswith(
         f"argument --device cuda: {GPUS + 1} processes on this machine but only {GPUS} GPU(s), "
         f"and NCCL refuses two processes on one GPU; start {GPUS}, or use --device cpu")
 
 
-def test_a07_gpu_guides_on_cuda(tmp_path):
-    result = run_with_gpus("a07_gpu_single.py", "--gpu-guides", cwd=tmp_path, timeout=300)
+def test_a07_gpu_guides_and_amp_on_cuda(tmp_path):
+    result = run_script("a07_gpu_single.py", "--gpu-guides", cwd=tmp_path, timeout=300,
+                        env=REAL_DEVICES)
     assert result.returncode == 0, result.stderr
     text = section(result.stdout, "GPU how-to and GPU guide: device basics")
     assert "torch.cuda.current_device(): 0" in text
@@ -94,13 +75,6 @@ def test_a07_gpu_guides_on_cuda(tmp_path):
     memory = section(result.stdout, "GPU guide: batch size, memory and gradient checkpointing")
     assert "CUDA peak, plain" in memory
     assert "Gradients with checkpointing equal those without: True" in memory
-
-
-@pytest.mark.parametrize("amp", ["bf16", "fp16"])
-def test_a07_and_a08_amp_on_cuda(amp, tmp_path):
-    a07 = run_with_gpus("a07_gpu_single.py", "--amp", amp, cwd=tmp_path)
-    assert a07.returncode == 0, a07.stderr
-    assert "Training accuracy: 1.0" in a07.stdout
-    a08 = run_with_gpus("a08_ddp_torchrun.py", "--spawn", str(GPUS), "--amp", amp, cwd=tmp_path,
-                     timeout=300)
-    ddp_lines_ok(a08, GPUS)
+    for amp in ("bf16", "fp16"):
+        a07 = run_script("a07_gpu_single.py", "--amp", amp, cwd=tmp_path, env=REAL_DEVICES)
+        assert a07.returncode == 0 and "Training accuracy: 1.0" in a07.stdout, a07.stderr

@@ -17,10 +17,8 @@ from common.gpu_articles import (
     LSTMGenerator,
     RNNClassifier,
     TransformerLM,
-    checkpointed_gradients_match,
     memory_and_checkpointing,
     mixed_precision,
-    training_step_memory,
 )
 from conftest import (
     SHIMS,
@@ -116,14 +114,6 @@ def test_memory_grows_with_batch_and_checkpointing_lowers_it(guides):
     assert "Gradients with checkpointing equal those without: True" in text
 
 
-def test_checkpointing_in_process():
-    model = Blocks(width=64, depth=3)
-    assert checkpointed_gradients_match(model, torch.device("cpu"))
-    plain = training_step_memory(model, 128, torch.device("cpu"))[0]
-    model.checkpointed = True
-    assert training_step_memory(model, 128, torch.device("cpu"))[0] < plain
-
-
 def test_four_architectures_output_shapes(guides):
     text = section(guides, HEADINGS[4])
     assert "ConvNet(num_classes=10): 422,218 parameters; input (4, 3, 56, 56) -> output (4, 10)" \
@@ -159,14 +149,6 @@ def test_transformer_causal_mask_hides_later_tokens():
 
 
 @pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
-def test_amp_bf16_trains_to_accuracy_1(script, capsys):
-    code, out, err = run_main(script, ["--amp", "bf16", "--device", "cpu"], capsys)
-    assert code == 0, err
-    assert "Training accuracy 1.0" in out.replace(":", "")
-    assert len([line for line in out.splitlines() if "Train/Val Loss" in line]) == 6
-
-
-@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
 @pytest.mark.parametrize(("amp", "dtype"), [(None, torch.float32), ("bf16", torch.bfloat16)])
 def test_amp_computes_the_forward_pass_in_its_precision(script, amp, dtype, capsys,
                                                         monkeypatch):
@@ -190,19 +172,10 @@ def test_amp_computes_the_forward_pass_in_its_precision(script, amp, dtype, caps
     monkeypatch.setattr(torch.nn.functional, "cross_entropy", recording_cross_entropy)
     monkeypatch.setattr(torch.optim.SGD, "step", recording_step)
     flags = ["--device", "cpu", *(["--amp", amp] if amp else [])]
-    code, _, err = run_main(script, flags, capsys)
-    assert code == 0, err
+    code, out, err = run_main(script, flags, capsys)
+    assert code == 0 and "Training accuracy 1.0" in out.replace(":", ""), err
     assert seen == {"logits": {dtype}, "loss": {torch.float32},
                     "weights": {(torch.float32, torch.float32)}}
-
-
-@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
-def test_amp_fp16_without_cuda_names_bf16(script, capsys):
-    code, _, err = run_main(script, ["--amp", "fp16"], capsys)
-    assert code == 2
-    assert err.splitlines()[-1].endswith(
-        "argument --amp fp16: float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on "
-        "the CPU use bf16")
 
 
 class Torch25MpsAutocast:

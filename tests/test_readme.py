@@ -4,6 +4,8 @@ say where each part of a script comes from. Its length is a figure, not a test."
 
 import re
 
+import pytest
+
 from conftest import ROOT
 
 # what can be run here, in the environment the Quick start made, is run by
@@ -131,27 +133,43 @@ def test_markers_say_where_a_part_comes_from():
     assert "# EXTRA:" in workers and "# NEW:" not in workers  # ours: the text only describes it
 
 
-def test_the_readme_answers_what_learners_ran_into():
-    """Where only a README line can help: Windows' long paths (torch 2.13+, pytorch#180237),
-    Intel Macs' last torch, NCCL on consumer GPUs and under WSL2, float64 on MPS."""
+# What learners ran into, where only a README line can help: (where it is said, from the heading
+# or phrase that starts the part of the README, what it says), each with its report.
+LEARNER_REPORTS = [
+    ("On Windows, in PowerShell", ["[WinError 206]", "LongPathsEnabled -Value 1"]),  # #180237
+    ("**macOS.**", ["Intel Macs get torch 2.2.2", "Python 3.10 to 3.12"]),
+    ("**Windows.**", ["NCCL_SHM_DISABLE=1"]),  # WSL2's small /dev/shm
+    ("## Several machines", ["NCCL_P2P_DISABLE=1", "NCCL_DEBUG=INFO"]),  # consumer GPUs
+    ("## When things go wrong", [
+        "Cannot convert a MPS Tensor to float64 dtype", ".float()",
+        # PyPI's torch for Windows has no CUDA (pytorch/pytorch#122924); an installed torch
+        # needs a remedy that replaces it ("Requirement already satisfied")
+        "`python a01_tensors.py` names the cause", "`pip uninstall -y torch`, then the `cu126`",
+        # torchrun's own lines taken for the failure (meta-llama/llama#497,
+        # huggingface/accelerate#2508, pytorch/pytorch#77523, #131691)
+        "Setting OMP_NUM_THREADS environment variable",
+        "NOTE: Redirects are currently not supported in Windows or MacOs",
+        "errno: 97 - Address family not supported", "Repeated until a timeout, they are the error",
+        "[WinError 1114]", "Visual C++ Redistributable",  # nagadomi/nunif#701
+        "cannot replace it (Access is denied)"]),  # ultralytics/yolov5#12680
+    ("## Quick start", ["Python\n3.10 or newer", "a Mac's own `python3` is 3.9",  # openworker#236
+                        "brew install python@3.12", "RTX 50xx needs `cu130`",
+                        "before `pip install .`"]),
+    ("```powershell", ["py -m venv .venv", "python -m venv .venv"]),  # python/pymanager#223
+    ("**Notebooks", ["`import a05_training_loop`, then `a05_training_loop.main()`"]),  # ex.#369
+]
+
+
+@pytest.mark.parametrize("where, phrases", LEARNER_REPORTS, ids=[w for w, _ in LEARNER_REPORTS])
+def test_the_readme_answers_what_learners_ran_into(where, phrases):
     text = readme()
-    windows = text[text.index("On Windows, in PowerShell"):text.index("## Section by section")]
-    assert "LongPathsEnabled -Value 1" in windows and "[WinError 206]" in windows
-    macos = text[text.index("**macOS.**"):text.index("**Notebooks")]
-    assert "Intel Macs get torch 2.2.2" in macos and "Python 3.10 to 3.12" in macos
-    assert "NCCL_SHM_DISABLE=1" in text[text.index("**Windows.**"):text.index("**macOS.**")]
-    machines = text[text.index("## Several machines"):text.index("**SLURM.**")]
-    assert "NCCL_P2P_DISABLE=1" in machines and "NCCL_DEBUG=INFO" in machines
-    trouble = text[text.index("## When things go wrong"):]
-    assert "Cannot convert a MPS Tensor to float64 dtype" in trouble and ".float()" in trouble
+    part = text[text.index(where):]
+    part = " ".join(part[:part.find("\n## ", 1) if "\n## " in part[1:] else None].split())
+    for phrase in phrases:
+        assert " ".join(phrase.split()) in part, phrase
 
 
-def test_the_readme_gets_a_cuda_build_onto_windows_and_past_one_installed():
-    """PyPI's torch for Windows has no CUDA (pytorch/pytorch#122924; pip's resolver picks
-    torch-2.15.0-cp312-cp312-win_amd64.whl, 127 MB, version 2.15.0+cpu): the Quick start's
-    line for Windows with an NVIDIA GPU comes before `pip install .`, with the RTX 50xx's
-    index (cu126 has no sm_120); where a torch is installed already, a remedy that replaces
-    it (`pip install` alone answers "Requirement already satisfied")."""
+def test_the_quick_start_gets_the_right_torch_before_pip_install():
     text = readme()
     quick = text[text.index("## Quick start"):text.index("## Section by section")]
     lines = [line.split(" #") for line in re.findall(r"```bash\n(.*?)```", quick, re.S)[1]
@@ -161,37 +179,3 @@ def test_the_readme_gets_a_cuda_build_onto_windows_and_past_one_installed():
          "Linux without an NVIDIA GPU"),
         ("pip install torch --index-url https://download.pytorch.org/whl/cu126",
          "Windows with an NVIDIA GPU")]
-    assert "RTX 50xx needs `cu130`" in quick and "before `pip install .`" in quick
-    trouble = " ".join(text[text.index("## When things go wrong"):].split())
-    assert ("`python a01_tensors.py` names the cause" in trouble
-            and "`pip uninstall -y torch`, then the `cu126` line" in trouble)
-
-
-def test_the_readme_names_torchruns_harmless_lines():
-    """Lines that torchrun prints, which learners took for the failure: the OMP_NUM_THREADS
-    note, macOS's and Windows' redirects note (meta-llama/llama#497, huggingface/accelerate#2508),
-    a machine without IPv6 (pytorch/pytorch#77523, #131691); and when they are the error."""
-    trouble = " ".join(readme()[readme().index("## When things go wrong"):].split())
-    for line in ("Setting OMP_NUM_THREADS environment variable",
-                 "NOTE: Redirects are currently not supported in Windows or MacOs",
-                 "errno: 97 - Address family not supported",
-                 "The IPv6 network addresses of ... cannot be retrieved",
-                 "Repeated until a timeout, they are the error"):
-        assert line in trouble, line
-
-
-def test_the_readme_meets_learners_where_they_start():
-    """Apple's python3 is 3.9 (andrewyng/openworker#236); Python from the Microsoft Store has no
-    `py` (python/pymanager#223); `import torch` failing in c10.dll wants the Visual C++
-    runtime (nagadomi/nunif#701); a save another program holds (ultralytics/yolov5#12680)."""
-    text = readme()
-    quick = text[text.index("## Quick start"):text.index("```bash")]
-    assert "Python\n3.10 or newer" in quick and "a Mac's own `python3` is 3.9" in quick
-    assert "brew install python@3.12" in quick
-    windows = text[text.index("```powershell"):text.index("Activate.ps1")]
-    assert "py -m venv .venv" in windows and "python -m venv .venv" in windows
-    trouble = " ".join(text[text.index("## When things go wrong"):].split())
-    assert "[WinError 1114]" in trouble and "Visual C++ Redistributable" in trouble
-    assert "cannot replace it (Access is denied)" in trouble
-    notebooks = " ".join(text[text.index("**Notebooks"):text.index("## Several")].split())
-    assert "`import a05_training_loop`, then `a05_training_loop.main()`" in notebooks

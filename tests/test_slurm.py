@@ -37,37 +37,22 @@ def readme_sbatch_script() -> str:
 
 
 def write_config(folder: Path, node: str) -> Path:
-    ctld_port, node_port = free_port(), free_port()
     (folder / "state").mkdir()
     (folder / "spool").mkdir()
+    settings = (
+        f"ClusterName=companion SlurmctldHost={node}(127.0.0.1) SlurmUser=root SlurmdUser=root "
+        f"AuthType=auth/none CredType=cred/none StateSaveLocation={folder}/state "
+        f"SlurmdSpoolDir={folder}/spool SlurmctldPidFile={folder}/slurmctld.pid "
+        f"SlurmdPidFile={folder}/slurmd.pid SlurmctldLogFile={folder}/slurmctld.log "
+        f"SlurmdLogFile={folder}/slurmd.log SlurmctldPort={free_port()} "
+        f"SlurmdPort={free_port()} ProctrackType=proctrack/linuxproc TaskPlugin=task/none "
+        f"SchedulerType=sched/builtin SelectType=select/cons_tres SelectTypeParameters=CR_Core "
+        f"ReturnToService=2 MpiDefault=none JobAcctGatherType=jobacct_gather/none "
+        f"AccountingStorageType=accounting_storage/none").split()
     config = folder / "slurm.conf"
-    config.write_text(f"""\
-ClusterName=companion
-SlurmctldHost={node}(127.0.0.1)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/none
-CredType=cred/none
-StateSaveLocation={folder}/state
-SlurmdSpoolDir={folder}/spool
-SlurmctldPidFile={folder}/slurmctld.pid
-SlurmdPidFile={folder}/slurmd.pid
-SlurmctldLogFile={folder}/slurmctld.log
-SlurmdLogFile={folder}/slurmd.log
-SlurmctldPort={ctld_port}
-SlurmdPort={node_port}
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} State=UNKNOWN
-PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
-""")
+    config.write_text("\n".join([
+        *settings, f"NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} State=UNKNOWN",
+        f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP"]) + "\n")
     return config
 
 

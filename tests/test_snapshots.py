@@ -32,8 +32,7 @@ def epochs(stdout: str, rank: int = 0) -> list[int]:
 
 @pytest.fixture
 def one_process(monkeypatch, tmp_path):
-    """In this process: a08 as one plain process, on a free port, in ``tmp_path``."""
-    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    """In this process: a08 as one plain process (conftest gives it a free port), here."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
