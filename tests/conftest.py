@@ -47,6 +47,7 @@ def clean_env(*shims: str, accelerators: bool = False) -> dict:
     """This environment without launch variables, on a machine without accelerators
     (shims/cpu_only) unless ``accelerators``, with more ``shims`` from tests/shims/."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
+    env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun sets it: many processes, few cores
     names = ([] if accelerators else ["cpu_only"]) + list(shims)
     if names:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS), env.get("PYTHONPATH")]))
