@@ -76,7 +76,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
           device: torch.device,  # NEW: the device to train on
           args: argparse.Namespace, first_epoch: int) -> list[float]:  # EXTRA: the last two
-    losses = []
+    losses = []  # EXTRA: kept for --plot
     name = processes.process_name(device)  # NEW: [GPU0], [GPU1], ... (on CPUs: [CPU0], ...)
     for epoch in range(first_epoch, num_epochs):
         train_loader.sampler.set_epoch(epoch)  # NEW: a new shuffle every epoch
@@ -90,7 +90,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
-            losses.append(flags.require_finite_loss(loss.item()))
+            losses.append(flags.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
 
             # LOGGING
             print(f"{name} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
@@ -120,7 +120,7 @@ def main() -> None:
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    name = processes.process_name(device)
+    name = processes.process_name(device)  # NEW: [GPU0], [GPU1], ... as in train()
     first_epoch = checkpoints.resume(args, model, optimizer, name)  # EXTRA: --snapshot
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
     losses = train(model, train_loader, optimizer, args.epochs, device, args, first_epoch)
