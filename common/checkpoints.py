@@ -79,10 +79,6 @@ def explain_load_errors(path: str) -> Iterator[None]:
             from None
     except (IsADirectoryError, PermissionError) as err:
         raise UserError(f"{path}: cannot read it ({err.strerror})") from None
-    except pickle.UnpicklingError:
-        raise UserError(f"{path}: refused: it holds Python objects, not only tensors, and "
-                        f"loading it could run code; load such files only from sources you "
-                        f"trust (weights_only=False)") from None
     except Exception as err:
         trace = err.__traceback__
         while trace.tb_next is not None:
@@ -102,6 +98,9 @@ def why_unusable(path: str, err: Exception) -> str:
 
     try:
         content = torch.load(path, map_location=on_the_cpu, weights_only=True)
+    except pickle.UnpicklingError:  # weights_only's refusal (torch < 2.4: of devices too)
+        return ("refused: it holds Python objects, not only tensors, and loading it could run "
+                "code; load such files only from sources you trust (weights_only=False)")
     except Exception as again:
         return f"not a checkpoint torch can read ({words(again)}); save it again"
     keys = list(content) if isinstance(content, dict) else []
