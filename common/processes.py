@@ -83,7 +83,7 @@ def parse_a08_flags(doc: str) -> tuple[argparse.Namespace, Launch, torch.device]
     if args.snapshot and launch.rank == 0 and \
             (problem := checkpoints.check_writable(args.snapshot, "--snapshot")):
         parser.error(f"argument --snapshot: {problem}")
-    if args.num_samples and math.ceil(args.num_samples / launch.world_size) < args.batch_size:
+    if args.num_samples and lacks_a_full_batch(args.num_samples, launch.world_size, args):
         parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
                      f"{launch.world_size} processes without a full batch of {args.batch_size}; "
                      f"use at least {launch.world_size * args.batch_size}")
@@ -98,9 +98,9 @@ def device_for_process(parser: argparse.ArgumentParser, name: str,
     if name == "cpu":
         return torch.device("cpu")
     gpus = torch.cuda.device_count()
+    unseen = None if gpus else devices.cpu_build_beside_an_nvidia_gpu()  # asks nvidia-smi
     if gpus == 0:
-        shortage = devices.cpu_build_beside_an_nvidia_gpu() or \
-            "this machine has no usable CUDA GPU; use --device cpu (or auto)"
+        shortage = unseen or "this machine has no usable CUDA GPU; use --device cpu (or auto)"
     elif platform.system() == "Windows":  # no NCCL; gloo crashes on CUDA tensors from 2.8
         shortage = ("on Windows the processes meet through gloo, which cannot carry CUDA "
                     "tensors (pytorch/pytorch#186535); use --device cpu (or auto), or WSL2")
@@ -114,7 +114,7 @@ def device_for_process(parser: argparse.ArgumentParser, name: str,
         parser.error(f"argument --device cuda: {shortage}")
     if not shortage:
         return torch.device("cuda", launch.local_rank)
-    if (gpus or devices.cpu_build_beside_an_nvidia_gpu()) and not (launch.rank or launch.spawn):
+    if (gpus or unseen) and not (launch.rank or launch.spawn):
         print(f"Note: training on the CPU: {shortage}")  # once, not by --spawn's parent too
     return torch.device("cpu")
 
@@ -156,12 +156,18 @@ def _worker(index: int, nprocs: int, main: Callable[[], None]) -> None:
     flags.run(main)
 
 
+def lacks_a_full_batch(num_samples: int, world_size: int, args: argparse.Namespace) -> bool:
+    """DistributedSampler deals each process ceil(n / N) examples; the loader drops a short
+    last batch, so a process with fewer than --batch-size trains on nothing."""
+    return math.ceil(num_samples / world_size) < args.batch_size
+
+
 def enlarge_for_processes(X: torch.Tensor, y: torch.Tensor, world_size: int,
                           args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
     """--num-samples examples, else enough for a full batch each: the examples, then noisy
     copies (std 0.1, as the text's remedy) from a generator that leaves the seed's alone."""
     num_samples = args.num_samples or len(y)
-    if math.ceil(num_samples / world_size) < args.batch_size:
+    if lacks_a_full_batch(num_samples, world_size, args):
         num_samples = world_size * args.batch_size
         if dist.get_rank() == 0:
             print(f"Note: {len(y)} examples leave some of the {world_size} processes without "
