@@ -9,13 +9,13 @@ import platform
 import numpy as np
 import torch
 
-from common import devices, flags
+from common import devices, flags, runner
 
 
 def section_1_3_environment() -> None:
     # Exercise A.1 is installing PyTorch; Exercise A.2 checks the result. EXTRA: our check
     # names Python and NumPy too, since a wrong interpreter or environment is the usual mistake.
-    flags.heading("1.3 Installing PyTorch: what this machine has (Exercises A.1 and A.2)")
+    runner.heading("1.3 Installing PyTorch: what this machine has (Exercises A.1 and A.2)")
     print("Python:", platform.python_version())
     print("numpy.__version__:", np.__version__)
     print("torch.__version__:", torch.__version__)
@@ -26,7 +26,7 @@ def section_1_3_environment() -> None:
 
 
 def section_2_1_ranks() -> torch.Tensor:
-    flags.heading("2.1 Scalars, vectors, matrices and tensors")
+    runner.heading("2.1 Scalars, vectors, matrices and tensors")
     tensor0d = torch.tensor(1)  # rank 0: from a Python integer
     tensor1d = torch.tensor([1, 2, 3])  # rank 1: from a list
     tensor2d = torch.tensor([[1, 2], [3, 4]])  # rank 2: from a nested list
@@ -39,7 +39,7 @@ def section_2_1_ranks() -> torch.Tensor:
 
 def section_2_1_from_numpy() -> None:
     # NOTEBOOK: this part is in the author's notebook for section 2.1, not in the text
-    flags.heading("2.1 Tensors from NumPy arrays: a copy, or shared memory")
+    runner.heading("2.1 Tensors from NumPy arrays: a copy, or shared memory")
     ary3d = np.array([[[1, 2], [3, 4]], [[5, 6], [7, 8]]])
     tensor3d_2 = torch.tensor(ary3d)  # copies the NumPy array
     tensor3d_3 = torch.from_numpy(ary3d)  # shares memory with the NumPy array
@@ -51,7 +51,7 @@ def section_2_1_from_numpy() -> None:
 
 
 def section_2_2_dtypes(tensor1d: torch.Tensor) -> None:
-    flags.heading("2.2 Tensor data types")
+    runner.heading("2.2 Tensor data types")
     print("tensor1d.dtype:", tensor1d.dtype)
     floatvec = torch.tensor([1.0, 2.0, 3.0])
     print("floatvec.dtype:", floatvec.dtype)
@@ -60,7 +60,7 @@ def section_2_2_dtypes(tensor1d: torch.Tensor) -> None:
 
 
 def section_2_3_operations() -> None:
-    flags.heading("2.3 Common PyTorch tensor operations")
+    runner.heading("2.3 Common PyTorch tensor operations")
     tensor2d = torch.tensor([[1, 2, 3], [4, 5, 6]])
     print("tensor2d:\n", tensor2d, sep="")
     print("tensor2d.shape:", tensor2d.shape)
@@ -71,8 +71,8 @@ def section_2_3_operations() -> None:
     print("tensor2d @ tensor2d.T:\n", tensor2d @ tensor2d.T, sep="")
 
 
-def main() -> None:
-    flags.Parser(__doc__).parse_args()
+def main(argv: list[str] | None = None) -> None:
+    flags.Parser(__doc__).parse_args(argv)
     section_1_3_environment()
     tensor1d = section_2_1_ranks()
     section_2_1_from_numpy()
@@ -81,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    runner.run(main)

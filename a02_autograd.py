@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch.autograd import grad
 
-from common import flags
+from common import flags, runner
 
 
 def section_3_forward_pass() -> None:
-    flags.heading("3 Seeing models as computation graphs")
+    runner.heading("3 Seeing models as computation graphs")
     y = torch.tensor([1.0])  # true label
     x1 = torch.tensor([1.1])  # input feature
     w1 = torch.tensor([2.2])  # weight parameter
@@ -23,7 +23,7 @@ def section_3_forward_pass() -> None:
 
 
 def section_4_gradients() -> None:
-    flags.heading("4 Automatic differentiation made easy")
+    runner.heading("4 Automatic differentiation made easy")
     y = torch.tensor([1.0])
     x1 = torch.tensor([1.1])
     w1 = torch.tensor([2.2], requires_grad=True)
@@ -43,11 +43,11 @@ def section_4_gradients() -> None:
     print("after loss.backward(), b.grad:", b.grad)
 
 
-def main() -> None:
-    flags.Parser(__doc__).parse_args()
+def main(argv: list[str] | None = None) -> None:
+    flags.Parser(__doc__).parse_args(argv)
     section_3_forward_pass()
     section_4_gradients()
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    runner.run(main)

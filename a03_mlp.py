@@ -7,7 +7,7 @@ Run: python a03_mlp.py
 
 import torch
 
-from common import NeuralNetwork, flags
+from common import NeuralNetwork, flags, runner
 
 
 def count_trainable_parameters(model: torch.nn.Module) -> int:
@@ -15,7 +15,7 @@ def count_trainable_parameters(model: torch.nn.Module) -> int:
 
 
 def section_5_architecture() -> None:
-    flags.heading("5 Implementing multilayer neural networks: the model")
+    runner.heading("5 Implementing multilayer neural networks: the model")
     model = NeuralNetwork(50, 3)
     print(model)
     print("Total number of trainable model parameters:", count_trainable_parameters(model))
@@ -23,14 +23,14 @@ def section_5_architecture() -> None:
 
 
 def section_5_exercise_a3() -> None:
-    flags.heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
+    runner.heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
     # 2*30+30 + 30*20+20 + 20*2+2 = 752
     print("NeuralNetwork(2, 2) trainable parameters:",
           count_trainable_parameters(NeuralNetwork(2, 2)))
 
 
 def section_5_seeded_forward() -> None:
-    flags.heading("5 Seeded weights and a forward pass")
+    runner.heading("5 Seeded weights and a forward pass")
     torch.manual_seed(123)  # the same random initial weights every run
     model = NeuralNetwork(50, 3)
     print("model.layers[0].weight:\n", model.layers[0].weight, sep="")
@@ -46,12 +46,12 @@ def section_5_seeded_forward() -> None:
     print("torch.softmax(model(X), dim=1):", out)
 
 
-def main() -> None:
-    flags.Parser(__doc__).parse_args()
+def main(argv: list[str] | None = None) -> None:
+    flags.Parser(__doc__).parse_args(argv)
     section_5_architecture()
     section_5_exercise_a3()
     section_5_seeded_forward()
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    runner.run(main)

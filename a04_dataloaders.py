@@ -8,7 +8,7 @@ Run: python a04_dataloaders.py
 import torch
 from torch.utils.data import DataLoader
 
-from common import ToyDataset, flags, toy_data
+from common import ToyDataset, flags, runner, toy_data
 
 
 def print_batches(loader: DataLoader) -> None:
@@ -17,7 +17,7 @@ def print_batches(loader: DataLoader) -> None:
 
 
 def section_6_dataset() -> tuple[ToyDataset, ToyDataset]:
-    flags.heading("6 Setting up efficient data loaders: the toy data")
+    runner.heading("6 Setting up efficient data loaders: the toy data")
     X_train, y_train, X_test, y_test = toy_data()
     print("X_train:\n", X_train, sep="")
     # The blog's text shows four labels here, a typo: there is one per example.
@@ -29,24 +29,24 @@ def section_6_dataset() -> tuple[ToyDataset, ToyDataset]:
 
 
 def section_6_loaders(train_ds: ToyDataset, test_ds: ToyDataset) -> None:
-    flags.heading("6 DataLoader: shuffled batches of 2")
+    runner.heading("6 DataLoader: shuffled batches of 2")
     torch.manual_seed(123)  # fixes the shuffling order
     train_loader = DataLoader(train_ds, batch_size=2, shuffle=True, num_workers=0)
     test_loader = DataLoader(test_ds, batch_size=2, shuffle=False, num_workers=0)
     print_batches(train_loader)
 
-    flags.heading("6 DataLoader with drop_last=True: no short last batch")
+    runner.heading("6 DataLoader with drop_last=True: no short last batch")
     # Not seeded again: the generator continues, so the order differs from the pass above.
     train_loader = DataLoader(train_ds, batch_size=2, shuffle=True, num_workers=0,
                               drop_last=True)
     print_batches(train_loader)
 
-    flags.heading("6 The test loader: no shuffling")
+    runner.heading("6 The test loader: no shuffling")
     print_batches(test_loader)
 
 
 def section_6_num_workers(train_ds: ToyDataset) -> None:
-    flags.heading("6 num_workers: loading in background processes")
+    runner.heading("6 num_workers: loading in background processes")
     print("num_workers=0 loads every batch in the main process, between training steps.\n"
           "num_workers>0 starts that many worker processes that prepare the next batches\n"
           "while the model trains. That pays off for large data sets read from disk; for a\n"
@@ -60,12 +60,12 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
     print_batches(loader)
 
 
-def main() -> None:
-    flags.Parser(__doc__).parse_args()
+def main(argv: list[str] | None = None) -> None:
+    flags.Parser(__doc__).parse_args(argv)
     train_ds, test_ds = section_6_dataset()
     section_6_loaders(train_ds, test_ds)
     section_6_num_workers(train_ds)
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    runner.run(main)

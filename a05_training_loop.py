@@ -5,20 +5,11 @@ Trains section 5's NeuralNetwork on section 6's toy data, then looks at its pred
 Run: python a05_training_loop.py [--plot PATH]
 """
 
-import argparse
-
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common import NeuralNetwork, compute_accuracy, flags, plots, toy_data, toy_loaders
-
-
-def parse_args() -> argparse.Namespace:
-    parser = flags.Parser(__doc__)
-    flags.add_training_flags(parser)
-    plots.add_plot_flag(parser)  # EXTRA: --plot PATH
-    return flags.parse_training_flags(parser)
+from common import NeuralNetwork, compute_accuracy, flags, plots, runner, toy_data, toy_loaders
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
@@ -33,7 +24,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
-            losses.append(flags.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
+            losses.append(runner.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
 
             # LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
@@ -61,19 +52,19 @@ def show_predictions(model: torch.nn.Module) -> None:
     print("torch.sum(predictions == y_train):", torch.sum(predictions == y_train))
 
 
-def main() -> None:
-    args = parse_args()
-    flags.heading("7 A typical training loop")
+def main(argv: list[str] | None = None) -> None:
+    args = flags.a05(__doc__, argv)  # EXTRA: the text's knobs (and --plot), checked
+    runner.heading("7 A typical training loop")
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     losses = train(model, train_loader, optimizer, args.epochs)
 
-    flags.heading("7 Predictions on the training set")
+    runner.heading("7 Predictions on the training set")
     show_predictions(model)
 
-    flags.heading("7 compute_accuracy")
+    runner.heading("7 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader))
     print("Test accuracy:", compute_accuracy(model, test_loader))
 
@@ -82,4 +73,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    runner.run(main)

@@ -8,8 +8,6 @@ Run: python a06_save_load.py [--path model.pth]
      python a06_save_load.py --load model.pth
 """
 
-import argparse
-
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
@@ -20,24 +18,10 @@ from common import (
     checkpoints,
     compute_accuracy,
     flags,
+    runner,
     toy_data,
     toy_loaders,
 )
-
-
-def parse_args() -> argparse.Namespace:
-    parser = flags.Parser(__doc__)
-    flags.add_training_flags(parser)
-    parser.add_argument("--path", default="model.pth",
-                        help="where to save the trained model's state_dict "
-                             "(default: %(default)s, in the current directory)")
-    parser.add_argument("--load", metavar="PATH", default=None,
-                        help="restore this checkpoint instead of training "
-                             "(default: train, then save to --path)")
-    args = flags.parse_training_flags(parser)
-    if args.load is None and (problem := checkpoints.check_writable(args.path, "--path")):
-        parser.error(f"argument --path: {problem}")  # EXTRA: before training, not after it
-    return args
 
 
 def train(model: torch.nn.Module, train_loader: DataLoader,
@@ -52,7 +36,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            flags.require_finite_loss(loss.item())  # EXTRA: a diverged run saves nothing
+            runner.require_finite_loss(loss.item())  # EXTRA: a diverged run saves nothing
 
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
                   f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
@@ -94,21 +78,21 @@ def load(path: str) -> torch.nn.Module:
     return model
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = flags.a06(__doc__, argv)  # EXTRA: the text's knobs, --path and --load, checked
     if args.load is not None:  # EXTRA: restore a saved file without training
-        flags.heading("8 Loading a saved model")
+        runner.heading("8 Loading a saved model")
         report(load(args.load))
         return
 
-    flags.heading("7 (recap) Training the model")
+    runner.heading("7 (recap) Training the model")
     train_loader, _ = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     train(model, train_loader, optimizer, args.epochs)
 
-    flags.heading("8 Saving and loading models")
+    runner.heading("8 Saving and loading models")
     save(model, args.path)
     restored = load(args.path)
 
@@ -119,4 +103,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    runner.run(main)

@@ -9,7 +9,16 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common import NeuralNetwork, compute_accuracy, devices, flags, gpu_articles, plots, toy_loaders
+from common import (
+    NeuralNetwork,
+    compute_accuracy,
+    devices,
+    flags,
+    gpu_articles,
+    plots,
+    runner,
+    toy_loaders,
+)
 
 
 def section_9_1_tensors_on_device(device: torch.device | None) -> None:
@@ -42,7 +51,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
-            losses.append(flags.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
+            losses.append(runner.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
 
             # LOGGING
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
@@ -53,15 +62,15 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
     return losses
 
 
-def main() -> None:
-    args = devices.parse_a07_flags(__doc__)  # EXTRA: the text's knobs and ours, checked
-    flags.heading("9.1 Computations on GPU devices")
+def main(argv: list[str] | None = None) -> None:
+    args = flags.a07(__doc__, argv)  # EXTRA: the text's knobs and ours, checked
+    runner.heading("9.1 Computations on GPU devices")
     section_9_1_tensors_on_device(args.device)
     if args.benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
         devices.exercise_a4(args.sizes)
         gpu_articles.tensor_cores(max(args.sizes))
 
-    flags.heading("9.2 Single-GPU training")
+    runner.heading("9.2 Single-GPU training")
     train_loader, test_loader = toy_loaders(args.batch_size)
     torch.manual_seed(args.seed)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
@@ -73,7 +82,7 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     losses = train(model, train_loader, optimizer, args.epochs, device, args.amp)
 
-    flags.heading("9.2 compute_accuracy")
+    runner.heading("9.2 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
     print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
 
@@ -85,4 +94,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    runner.run(main)

@@ -26,6 +26,7 @@ from common import (
     flags,
     plots,
     processes,
+    runner,
     toy_data,
 )
 
@@ -38,11 +39,11 @@ def ddp_setup(rank: int, world_size: int, device: torch.device, timeout: float) 
         os.environ["MASTER_PORT"] = "12345"
     if platform.system() == "Windows":
         os.environ["USE_LIBUV"] = "0"  # NEW: torch for Windows is built without libuv
-    # NEW: NCCL between GPUs (not on Windows), else gloo (EXTRA: on CPUs too; --timeout)
-    backend = "nccl" if device.type == "cuda" and platform.system() != "Windows" else "gloo"
+    # NEW: NCCL between GPUs, gloo elsewhere (Windows: a08 trains on CPUs there)
+    backend = "nccl" if device.type == "cuda" else "gloo"
     init_process_group(backend=backend, rank=rank, world_size=world_size,
-                       timeout=timedelta(seconds=timeout),  # EXTRA: and a store that
-                       **processes.store_for_this_attempt(timeout))  # torchrun can restart
+                       timeout=timedelta(seconds=timeout),  # EXTRA: --timeout
+                       store=processes.store_for_torchrun_restarts(timeout))  # EXTRA
     if device.type == "cuda":
         torch.cuda.set_device(device)  # NEW: this process's GPU
 
@@ -55,7 +56,8 @@ def prepare_dataset(args: argparse.Namespace, world_size: int,
     # X_train = torch.cat([X_train + torch.normal(0, 0.1, X_train.shape) for _ in range(factor)])
     # y_train = y_train.repeat(factor)
     # EXTRA: instead, as many noisy copies as the processes need, added only where they do
-    X_train, y_train = processes.enlarge_for_processes(X_train, y_train, world_size, args)
+    X_train, y_train = processes.enlarge_for_processes(
+        X_train, y_train, world_size, args.num_samples, args.batch_size, args.seed)
     train_ds = ToyDataset(X_train, y_train)
     test_ds = ToyDataset(X_test, y_test)
 
@@ -75,7 +77,8 @@ def prepare_dataset(args: argparse.Namespace, world_size: int,
 def train(model: torch.nn.Module, train_loader: DataLoader,
           optimizer: torch.optim.Optimizer, num_epochs: int,
           device: torch.device,  # NEW: the device to train on
-          args: argparse.Namespace, first_epoch: int) -> list[float]:  # EXTRA: the last two
+          args: argparse.Namespace, settings: dict,  # EXTRA: the last three
+          first_epoch: int) -> list[float]:
     losses = []  # EXTRA: kept for --plot
     name = processes.process_name(device)  # NEW: [GPU0], [GPU1], ... (on CPUs: [CPU0], ...)
     for epoch in range(first_epoch, num_epochs):
@@ -90,7 +93,7 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
-            losses.append(flags.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
+            losses.append(runner.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
 
             # LOGGING
             print(f"{name} Epoch: {epoch + 1:03d}/{num_epochs:03d}"
@@ -98,32 +101,28 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
                   f" | Train/Val Loss: {loss:.2f}")
         model.eval()
         if args.snapshot and torch.distributed.get_rank() == 0:  # EXTRA: --snapshot, by rank 0
-            checkpoints.save_snapshot(args, model.module, optimizer, epoch + 1)
+            checkpoints.Snapshot(model.module.state_dict(), optimizer.state_dict(), epoch + 1,
+                                 settings).save(args.snapshot)
     return losses
 
 
-def main() -> None:
-    # EXTRA: the flags and torchrun's variables, checked; --spawn; global RANK, not LOCAL_RANK
-    args, launch, device = processes.parse_a08_flags(__doc__)
-    if launch.spawn:  # N processes on this machine, each running main()
-        return processes.spawn(main, launch.spawn)
-    rank, world_size = launch.rank, launch.world_size
-    if rank == 0:  # NEW: print once, not once per process
-        flags.heading("9.3 Training with multiple GPUs")
-        print("PyTorch version:", torch.__version__)
-        print("CUDA available:", torch.cuda.is_available())
-        print("Number of GPUs available:", torch.cuda.device_count())
+def main(rank: int, world_size: int, num_epochs: int,  # NEW: one call per process
+         args: argparse.Namespace) -> None:  # EXTRA: our flags
+    device = processes.device_of_this_process(args.device)  # EXTRA: its GPU, or the CPU
     ddp_setup(rank, world_size, device, args.timeout)
 
     train_loader, test_loader = prepare_dataset(args, world_size, device)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.seed)  # EXTRA: here too, for --spawn's processes
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     model = model.to(device)  # NEW: the parameters move to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     name = processes.process_name(device)  # NEW: [GPU0], [GPU1], ... as in train()
-    first_epoch = checkpoints.resume(args, model, optimizer, name)  # EXTRA: --snapshot
+    # EXTRA: --snapshot, resumed where its settings are this run's
+    settings = {setting: getattr(args, setting) for setting in checkpoints.SETTINGS}
+    first_epoch = checkpoints.resume(args.snapshot, model, optimizer, settings, num_epochs, name)
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)  # NEW
-    losses = train(model, train_loader, optimizer, args.epochs, device, args, first_epoch)
+    losses = train(model, train_loader, optimizer, num_epochs, device, args, settings,
+                   first_epoch)
 
     print(f"{name} Training accuracy", compute_accuracy(model, train_loader, device=device))
     print(f"{name} Test accuracy", compute_accuracy(model, test_loader, device=device))
@@ -138,4 +137,27 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    args = flags.a08(__doc__)  # EXTRA: our flags and torchrun's variables, checked
+    # NEW: torchrun's variables, where it started this process; else one process
+    if "WORLD_SIZE" in os.environ:
+        world_size = int(os.environ["WORLD_SIZE"])
+    else:
+        world_size = 1
+    if "RANK" in os.environ:  # EXTRA: the global RANK (the text reads LOCAL_RANK first)
+        rank = int(os.environ["RANK"])
+    else:
+        rank = 0
+
+    # NEW: print once, not once per process
+    if rank == 0:
+        runner.heading("9.3 Training with multiple GPUs")
+        print("PyTorch version:", torch.__version__)
+        print("CUDA available:", torch.cuda.is_available())
+        print("Number of GPUs available:", torch.cuda.device_count())
+
+    torch.manual_seed(args.seed)
+    num_epochs = args.epochs
+    if args.spawn:  # EXTRA: --spawn N starts N processes, as the book's DDP-script.py does
+        processes.spawn(main, args.spawn, num_epochs, args)
+    else:
+        runner.run(main, rank, world_size, num_epochs, args)

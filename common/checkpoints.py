@@ -9,14 +9,16 @@ import os
 import pickle
 import tempfile
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from common.flags import UserError, words
+from common.runner import UserError, words
 
 ROOT = Path(__file__).resolve().parent.parent  # the clone: the scripts and common/
 
@@ -45,7 +47,9 @@ def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
     target = Path(os.path.realpath(path))
     for leftover in target.parent.glob(f".{target.name}.*.tmp"):
         leftover.unlink(missing_ok=True)
-    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+    handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(handle)
+    tmp = Path(tmp)
     try:
         yield str(tmp)
         with open(tmp, "rb+") as written:
@@ -80,10 +84,8 @@ def explain_load_errors(path: str) -> Iterator[None]:
     except (IsADirectoryError, PermissionError) as err:
         raise UserError(f"{path}: cannot read it ({err.strerror})") from None
     except Exception as err:
-        trace = err.__traceback__
-        while trace.tb_next is not None:
-            trace = trace.tb_next
-        if Path(trace.tb_frame.f_code.co_filename).resolve().parent in (ROOT, ROOT / "common"):
+        if Path(traceback.extract_tb(err.__traceback__)[-1].filename).resolve().parent in (
+                ROOT, ROOT / "common"):
             raise  # a line of the scripts or of common/, one the learner edited
         raise UserError(f"{path}: {why_unusable(path, err)}") from None
 
@@ -118,25 +120,50 @@ def why_unusable(path: str, err: Exception) -> str:
     return f"does not fit this model ({(lines[1:] or lines)[0].strip()[:160]})"
 
 
-def settings_of(args) -> dict:
-    """What decides a run's numbers: a snapshot resumes only a run that shares them."""
-    return {"--lr": args.lr, "--batch-size": args.batch_size, "--seed": args.seed,
-            "--num-samples": args.num_samples or 5, "--amp": args.amp}
+SETTINGS = ("lr", "batch_size", "seed", "num_samples", "amp")  # what decides a run's numbers
 
 
-def save_snapshot(args, model: torch.nn.Module, optimizer, epochs_completed: int) -> None:
-    with atomic_path(args.snapshot, "--snapshot") as tmp:
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "epochs_completed": epochs_completed, "settings": settings_of(args)}, tmp)
+@dataclass
+class Snapshot:
+    """a08's --snapshot: what a run needs to go on, and the settings its numbers depend on
+    (a snapshot resumes only a run that shares them; the number of processes may change)."""
+    model: dict
+    optimizer: dict
+    epochs_completed: int
+    settings: dict
+
+    def save(self, path: str) -> None:
+        with atomic_path(path, "--snapshot") as tmp:
+            torch.save(vars(self), tmp)
+
+    @classmethod
+    def load(cls, path: str, settings: dict) -> Snapshot:
+        with explain_load_errors(path):
+            content = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(content, dict) or set(content) != {field.name for field in
+                                                      fields(cls)} or \
+                set(content["settings"]) != set(SETTINGS):
+            raise UserError(f"{path}: not an a08 snapshot; move it away, or give another "
+                            f"--snapshot")
+        shown = {None: "off"}
+        differ = [f"--{name.replace('_', '-')} {shown.get(saved, saved)} (asked: "
+                  f"{shown.get(value, value)})" for name, value in settings.items()
+                  if (saved := content["settings"][name]) != value]
+        if differ:
+            raise UserError(f"{path} was made with {', '.join(differ)}: resume with its "
+                            f"settings, or move it away to start afresh (the number of "
+                            f"processes may change)")
+        return cls(**content)
 
 
-def resume(args, model: torch.nn.Module, optimizer, name: str) -> int:
+def resume(path: str | None, model: torch.nn.Module, optimizer, settings: dict,
+           num_epochs: int, name: str) -> int:
     """Before DDP(...): rank 0 reads --snapshot and hands it to every process (other machines
     need not see the file); the epochs it holds, 0 without one."""
     snapshot = None
-    if args.snapshot and dist.get_rank() == 0 and os.path.exists(args.snapshot):
+    if path and dist.get_rank() == 0 and os.path.exists(path):
         try:
-            snapshot = read_snapshot(args.snapshot, settings_of(args))
+            snapshot = Snapshot.load(path, settings)
         except UserError as err:
             snapshot = str(err)
     shared = [snapshot]
@@ -145,27 +172,10 @@ def resume(args, model: torch.nn.Module, optimizer, name: str) -> int:
         raise UserError(shared[0])
     if shared[0] is None:
         return 0
-    model.load_state_dict(shared[0]["model"])
-    optimizer.load_state_dict(shared[0]["optimizer"])
-    done = shared[0]["epochs_completed"]
-    print(f"{name} Resuming from epoch {done} ({args.snapshot}): continuing with epoch "
-          f"{done + 1}" if done < args.epochs else f"{name} {args.snapshot} holds {done} "
-          f"finished epochs, all that --epochs {args.epochs} asks for: nothing left to train "
-          f"(a larger --epochs trains on)")
+    model.load_state_dict(shared[0].model)
+    optimizer.load_state_dict(shared[0].optimizer)
+    done = shared[0].epochs_completed
+    print(f"{name} Resuming from epoch {done} ({path}): continuing with epoch {done + 1}"
+          if done < num_epochs else f"{name} {path} holds {done} finished epochs, all that "
+          f"--epochs {num_epochs} asks for: nothing left to train (a larger --epochs trains on)")
     return done
-
-
-def read_snapshot(path: str, settings: dict) -> dict:
-    with explain_load_errors(path):
-        snapshot = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(snapshot, dict) or not {"model", "optimizer", "epochs_completed",
-                                              "settings"} <= snapshot.keys():
-        raise UserError(f"{path}: not an a08 snapshot; move it away, or give another --snapshot")
-    shown = {None: "off"}
-    differ = [f"{flag} {shown.get(saved, saved)} (asked: {shown.get(value, value)})"
-              for flag, value in settings.items()
-              if (saved := snapshot["settings"].get(flag)) != value]
-    if differ:
-        raise UserError(f"{path} was made with {', '.join(differ)}: resume with its settings, "
-                        f"or move it away to start afresh (the number of processes may change)")
-    return snapshot

@@ -1,17 +1,18 @@
 """Devices, not the tutorial's code: whether this install fits this machine (a01: each way it
-misses the GPU is one line, with the command that fits), a07's flags, --amp, Exercise A.4."""
+misses the GPU is one line, with the command that fits), a device per process, --amp's
+autocast, Exercise A.4."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import os
 import platform
 import subprocess
 import warnings
 
 import torch
 
-from common import flags, plots
+from common.runner import heading, words
 
 INDEX = "https://download.pytorch.org/whl"  # PyTorch's own wheels, a folder per CUDA version
 SELECTOR = "https://pytorch.org/get-started/locally/"
@@ -29,7 +30,7 @@ def accelerator() -> str | None:
 
 def install_notes() -> list[str]:
     """a01: a line for each way this install does not fit this machine."""
-    notes = [rosetta(), mps_off(), cpu_build_beside_an_nvidia_gpu(), gpu_missing_from_build()]
+    notes = [rosetta(), mps_off(), gpu_unused(), gpu_missing_from_build()]
     return [f"Note: {note}" for note in notes if note]
 
 
@@ -61,13 +62,29 @@ def mps_off() -> str | None:
     return None
 
 
-def cpu_build_beside_an_nvidia_gpu() -> str | None:
-    """PyPI's torch for Windows is always one; nvidia-smi comes with NVIDIA's driver."""
-    if torch.version.cuda is not None or torch.cuda.is_available() or not (gpu := nvidia_smi()):
+def gpu_unused() -> str | None:
+    """An NVIDIA GPU that the driver shows (nvidia-smi) and torch does not use: a CPU-only
+    build (PyPI's torch for Windows always is one), or CUDA failing to start (after a laptop's
+    suspend; a container without /dev/nvidia-uvm; a driver too old for this build). Where
+    CUDA_VISIBLE_DEVICES is set, someone chose what torch sees: nothing to say."""
+    if torch.cuda.is_available() or "CUDA_VISIBLE_DEVICES" in os.environ or \
+            not (gpu := nvidia_smi()):
         return None
-    windows = ", as PyPI's torch for Windows always is" if platform.system() == "Windows" else ""
-    return (f"this machine has an NVIDIA GPU ({gpu[0]}), but torch {torch.__version__} is a "
-            f"CPU-only build{windows}, so everything runs on the CPU; {install_advice(gpu[1])}")
+    if torch.version.cuda is None:
+        windows = ", as PyPI's torch for Windows always is" if platform.system() == "Windows" \
+            else ""
+        return (f"this machine has an NVIDIA GPU ({gpu[0]}), but torch {torch.__version__} is "
+                f"a CPU-only build{windows}, so everything runs on the CPU; "
+                f"{install_advice(gpu[1])}")
+    try:
+        torch.cuda.init()
+        reason = "it finds no GPU"
+    except Exception as err:  # torch's own words for why
+        reason = words(err).split(" - ")[0]
+    return (f"this machine has an NVIDIA GPU ({gpu[0]}), but CUDA cannot start in torch "
+            f"{torch.__version__} ({reason}), so everything runs on the CPU; after a laptop's "
+            f"suspend, reboot; in a container, start it with the GPUs (docker run --gpus all); "
+            f"a driver too old: update it (nvidia-smi shows its CUDA version)")
 
 
 def gpu_missing_from_build() -> str | None:
@@ -111,15 +128,23 @@ def runs_on(capability: tuple[int, int], built_for: list[str]) -> bool:
 
 def install_advice(capability: tuple[int, int] | None) -> str:
     """pip's command for this release built for the oldest CUDA that runs on the GPU (it needs
-    the oldest driver): torch lists its builds from about 2.12 (PYTORCH_RELEASES_CODE_CC)."""
+    the oldest driver), from torch's own list of its builds (PYTORCH_RELEASES_CODE_CC, about
+    2.11 on: {cuda: {host: codes}}, {cuda: codes} in 2.11 and 2.12). From 2.15 no build runs
+    on a GPU before sm_75 (Pascal, Volta: 2.14's cu126 was the last), whatever the list says."""
+    release = torch.__version__.split("+")[0]
+    if capability is not None and capability < (7, 5) and \
+            tuple(map(int, release.split(".")[:2])) >= (2, 15):
+        return (f'pip install "torch<2.15" --index-url {INDEX}/cu126 installs torch 2.14, the '
+                f"last built for this GPU (sm_{capability[0]}{capability[1]}: torch 2.15 needs "
+                f"sm_75 or newer)")
     releases = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", None)
     if not isinstance(releases, dict):
         return f"{SELECTOR} gives the pip command for a CUDA build (add --force-reinstall)"
     host = "aarch64" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64"
-    fitting = sorted((tuple(map(int, cuda.split("."))), cuda) for cuda, by_host in
-                     releases.items() if capability is None or
-                     runs_on(capability, [f"sm_{code}" for code in by_host.get(host, ())]))
-    release = torch.__version__.split("+")[0]
+    fitting = sorted((tuple(map(int, cuda.split("."))), cuda) for cuda, codes in
+                     releases.items() if capability is None or runs_on(capability, [
+                         f"sm_{code}" for code in (codes.get(host, ()) if isinstance(codes, dict)
+                                                   else codes)]))
     if not fitting:
         return f"no CUDA build of torch {release} runs on this GPU; another may ({SELECTOR})"
     tag = "cu" + fitting[0][1].replace(".", "")
@@ -127,32 +152,21 @@ def install_advice(capability: tuple[int, int] | None) -> str:
             f"{release} built for CUDA {fitting[0][1]}, which runs on this GPU")
 
 
-def parse_a07_flags(doc: str) -> argparse.Namespace:
-    """a07's flags, with the checks no single flag's type can make."""
-    parser = flags.Parser(doc)
-    flags.add_training_flags(parser)
-    plots.add_plot_flag(parser)
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto",
-                        help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
-    add_amp_flag(parser)
-    parser.add_argument("--benchmark", action="store_true", help="Exercise A.4: time matrix "
-                        "multiplication on the CPU and the accelerator (default: off)")
-    parser.add_argument("--sizes", type=lambda text: tuple(map(flags.POSITIVE, text.split(","))),
-                        default=(64, 128, 256, 512, 1024, 2048), metavar="N,N,...",
-                        help="matrix sizes for --benchmark (default: 64,128,256,512,1024,2048)")
-    parser.add_argument("--gpu-guides", action="store_true", help="after the tutorial's "
-                        "sections, run the two GPU articles' code, corrected (default: off)")
-    args = flags.parse_training_flags(parser)
-    if args.device not in ("auto", "cpu", accelerator()):
-        parser.error(f"argument --device {args.device}: " + (
-            f"this machine has no usable CUDA GPU (torch {torch.__version__})"
-            if args.device == "cuda" else f"MPS is not available here: "
-            f"{mps_off() or 'it needs an Apple-silicon Mac'}") + "; use --device auto or cpu")
-    args.device = None if args.device == "auto" else torch.device(args.device)
-    check_amp(parser, args.amp, (shown := device_to_show(args.device).type))
-    if shown == "cuda" and (missing := gpu_missing_from_build()):
-        raise flags.UserError(missing)  # before section 9.1's first CUDA operation fails on it
-    return args
+def gpu_shortage(processes_here: int) -> tuple[str | None, bool]:
+    """Why this machine's processes cannot have a CUDA GPU each, or None; and whether a GPU
+    is there to say it of (a CPU-only machine needs no note)."""
+    gpus = torch.cuda.device_count()
+    unseen = None if gpus else gpu_unused()  # asks nvidia-smi
+    if gpus == 0:
+        return unseen or "this machine has no usable CUDA GPU; use --device cpu (or auto)", \
+            bool(unseen)
+    if platform.system() == "Windows":  # no NCCL; gloo crashes on CUDA tensors from 2.8
+        return ("on Windows the processes meet through gloo, which cannot carry CUDA tensors "
+                "(pytorch/pytorch#186535); use --device cpu (or auto), or WSL2"), True
+    if processes_here > gpus:
+        return (f"{processes_here} processes on this machine but only {gpus} GPU(s), and NCCL "
+                f"refuses two processes on one GPU; start {gpus}, or use --device cpu"), True
+    return gpu_missing_from_build(), True
 
 
 def device_to_show(device: torch.device | None) -> torch.device:
@@ -160,32 +174,26 @@ def device_to_show(device: torch.device | None) -> torch.device:
     return device or torch.device(accelerator() or "cpu")
 
 
-def show_device(device: torch.device | None) -> torch.device:
-    """Section 9.1's device, named; on the CPU, why, and what a GPU would print."""
-    device = device_to_show(device)
+def show_device(given: torch.device | None) -> torch.device:
+    """Section 9.1's device (--device's, else the accelerator), named; on the CPU, why, and
+    what a GPU would print."""
+    device = device_to_show(given)
     if device.type != "cpu":
         print(f"Training device: {device}")
         if device.type == "mps":  # rasbt/LLMs-from-scratch#635, #791, #1020
             print("Note: on MPS the losses may differ from the text's in the digits, and from "
                   "run to run; --device cpu reproduces the text's")
+        elif device.type != "cuda" and given is None:  # Intel's XPU (hexgrad/kokoro#273)
+            print(f"Note: section 9.2's line looks for CUDA and MPS only, so it trains on the "
+                  f"CPU; --device {device.type} trains on this {device.type}")
         return device
     print(f"Training device: cpu ({'--device cpu' if accelerator() else 'no accelerator found'}).")
-    for note in filter(None, (mps_off(), cpu_build_beside_an_nvidia_gpu())):
+    for note in filter(None, (mps_off(), gpu_unused())):
         print(f"Note: {note}")
     print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"
           "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
           "to be on the same device. Every tensor in one operation must live on one device.")
     return device
-
-
-def add_amp_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--amp", choices=tuple(AMP_DTYPES), help="train under autocast in "
-                        "bfloat16 or float16 (GPUs) (default: off, float32)")
-
-
-def check_amp(parser: argparse.ArgumentParser, amp: str | None, device_type: str) -> None:
-    if amp and (problem := amp_problem(AMP_DTYPES[amp], device_type)):
-        parser.error(f"argument --amp {amp}: {problem}")
 
 
 def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
@@ -232,7 +240,7 @@ def time_matmul(shape: tuple[int, int, int], device: torch.device,
 
 def exercise_a4(sizes: tuple[int, ...]) -> None:
     """The solution's own case, a table of sizes, and where the accelerator starts to win."""
-    flags.heading("9.1 Exercise A.4: when does the accelerator win?")
+    heading("9.1 Exercise A.4: when does the accelerator win?")
     devices = [torch.device("cpu")] + ([torch.device(found)] if (found := accelerator()) else [])
     timed = ", ".join(f"{device.type.upper()} {time_matmul((100, 200, 300), device) * 1e6:.1f} us"
                       for device in devices)

@@ -1,45 +1,30 @@
-"""The companion's flags and errors, not the tutorial's: a parser whose defaults are the
-tutorial's values, types that name the allowed range, and ``run``, which ends a script in one
-line where the learner can fix what went wrong (exit status 2 for a flag, 1 otherwise)."""
+"""Every script's flags, not the tutorial's code: defaults that are the tutorial's values, types
+that name the allowed range, and the checks no single flag can make, all before any work. A
+mistake is one usage line and exit status 2 (a launch variable: one line and 1)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
-import re
-import signal
-import sys
-from collections.abc import Callable
-from pathlib import Path
 
-import torch.distributed as dist
+import torch
 
-SCRIPT = re.compile(r"a0\d_\w+\.py")
-
-
-class UserError(Exception):
-    """A problem the learner can fix: ``run`` prints ``error: <message>`` and exits with 1."""
+from common import checkpoints, devices, processes, runner
 
 
 class Parser(argparse.ArgumentParser):
-    """--help: the script's docstring first; only rank 0 prints; main() called by other code
-    (a Jupyter kernel, whose argv is its own ``-f FILE``) gets the tutorial's defaults."""
+    """--help: the script's docstring first; only rank 0 prints."""
 
     def __init__(self, doc: str | None) -> None:
         super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-
-    def parse_args(self, args=None, namespace=None):
-        if args is None and not SCRIPT.fullmatch(Path(sys.argv[0]).name):
-            args = []
-        return super().parse_args(args, namespace)
 
     def _print_message(self, message, file=None):
         if os.environ.get("RANK", "0") == "0":
             super()._print_message(message, file)
 
 
-def number(kind: type, low: float, high: float) -> Callable[[str], float]:
+def number(kind: type, low: float, high: float):
     """An argparse type: a ``kind`` from ``low`` to ``high`` (a float: not 0 either)."""
     def parse(text: str) -> float:
         with contextlib.suppress(ValueError):
@@ -52,10 +37,26 @@ def number(kind: type, low: float, high: float) -> Callable[[str], float]:
 
 
 POSITIVE = number(int, 1, 10**9)
+EXAMPLES = 5  # section 6's training examples
 
 
-def add_training_flags(parser: argparse.ArgumentParser) -> None:
+def plot_path(text: str) -> str:
+    """--plot: a PNG path that can be written, once matplotlib is importable."""
+    if os.path.splitext(text)[1].lower() not in ("", ".png"):
+        raise argparse.ArgumentTypeError(f"{text}: the plot is a PNG; give a path ending in .png")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise argparse.ArgumentTypeError(
+            'needs matplotlib: pip install ".[plot]" in the clone\'s environment') from None
+    if problem := checkpoints.check_writable(text, "--plot"):  # before training, not after it
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def training_parser(doc: str | None, plot: bool = True) -> Parser:
     """The knobs of section 7's training loop, with the tutorial's values as defaults."""
+    parser = Parser(doc)
     parser.add_argument("--epochs", type=POSITIVE, default=3,
                         help="passes over the training data (default: %(default)s)")
     parser.add_argument("--lr", type=number(float, 0, 1e38), default=0.5,  # a float32 holds it
@@ -64,64 +65,127 @@ def add_training_flags(parser: argparse.ArgumentParser) -> None:
                         help="examples per training batch (default: %(default)s)")
     parser.add_argument("--seed", type=number(int, 0, 2**64 - 1), default=123,
                         help="seed for torch.manual_seed (default: %(default)s)")
+    if plot:
+        parser.add_argument("--plot", metavar="PATH", type=plot_path,
+                            help="save a PNG of the loss per batch and the decision boundary "
+                                 "(needs matplotlib; default: no plot)")
+    return parser
 
 
-def parse_training_flags(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """a05 to a07: the flags; a batch larger than the 5 examples would leave nothing."""
-    args = parser.parse_args()
-    if args.batch_size > 5:
-        parser.error(f"argument --batch-size: {args.batch_size} is larger than the 5 training "
-                     f"examples; use 1 to 5")
+def one_process_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if processes.lacks_a_full_batch(EXAMPLES, 1, args.batch_size):
+        parser.error(f"argument --batch-size: {args.batch_size} is larger than the "
+                     f"{EXAMPLES} training examples; use 1 to {EXAMPLES}")
+
+
+def a05(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    parser = training_parser(doc)
+    args = parser.parse_args(argv)
+    one_process_batch(parser, args)
     return args
 
 
-def heading(title: str) -> None:
-    """A section heading; the title starts with the tutorial's section number."""
-    print(f"\n=== {title} ===")
+def a06(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    parser = training_parser(doc, plot=False)
+    parser.add_argument("--path", default="model.pth",
+                        help="where to save the trained model's state_dict "
+                             "(default: %(default)s, in the current directory)")
+    parser.add_argument("--load", metavar="PATH", default=None,
+                        help="restore this checkpoint instead of training "
+                             "(default: train, then save to --path)")
+    args = parser.parse_args(argv)
+    one_process_batch(parser, args)
+    if args.load is None and (problem := checkpoints.check_writable(args.path, "--path")):
+        parser.error(f"argument --path: {problem}")  # before training, not after it
+    return args
 
 
-def require_finite_loss(loss: float) -> float:
-    """A loss that became NaN or infinite: the run diverged, so it stops before saving."""
-    if loss != loss or abs(loss) == float("inf"):
-        raise UserError(f"the training loss became {loss}: the weights diverged (--lr too "
-                        f"large?); nothing from this epoch was saved. Try a smaller --lr (with "
-                        f"--snapshot, and another path: the file holds this --lr)")
-    return loss
+def add_amp_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--amp", choices=tuple(devices.AMP_DTYPES), help="train under autocast "
+                        "in bfloat16 or float16 (GPUs) (default: off, float32)")
 
 
-def run(main: Callable[[], None]) -> None:
-    """``main()`` as the program: Ctrl-C ends it at once, as SIGTERM does (Python's own Ctrl-C
-    waits for a bytecode, none while torch waits in C++ for a peer); not in a notebook's %run."""
-    if any(SCRIPT.fullmatch(Path(arg).name) for arg in sys.orig_argv[1:3]):
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-    if hasattr(sys.stdout, "reconfigure"):  # whole lines: processes' output never splices
-        sys.stdout.reconfigure(line_buffering=True, write_through=False)
+def check_amp(parser: argparse.ArgumentParser, amp: str | None, device_type: str) -> None:
+    if amp and (problem := devices.amp_problem(devices.AMP_DTYPES[amp], device_type)):
+        parser.error(f"argument --amp {amp}: {problem}")
+
+
+def a07_device(text: str) -> torch.device | None:
+    """a07's --device: None for auto (section 9.2's own choice stands), else a device here."""
+    found = devices.accelerator()
+    kinds = ("auto", "cpu", "cuda", "mps", *((found,) if found not in (None, "cuda", "mps")
+                                            else ()))
+    if text not in kinds:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from "
+                                         f"{', '.join(kinds)})")
+    if text not in ("auto", "cpu", found):
+        raise argparse.ArgumentError(None, f"argument --device {text}: " + (
+            f"this machine has no usable CUDA GPU (torch {torch.__version__})"
+            if text == "cuda" else f"MPS is not available here: "
+            f"{devices.mps_off() or 'it needs an Apple-silicon Mac'}") + "; use --device auto "
+            "or cpu")
+    return None if text == "auto" else torch.device(text)
+
+
+def a07(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    parser = training_parser(doc)
+    parser.add_argument("--device", type=a07_device, default="auto", metavar="{auto,cpu,cuda,mps}",
+                        help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
+    add_amp_flag(parser)
+    parser.add_argument("--benchmark", action="store_true", help="Exercise A.4: time matrix "
+                        "multiplication on the CPU and the accelerator (default: off)")
+    parser.add_argument("--sizes", type=lambda text: tuple(map(POSITIVE, text.split(","))),
+                        default=(64, 128, 256, 512, 1024, 2048), metavar="N,N,...",
+                        help="matrix sizes for --benchmark (default: 64,128,256,512,1024,2048)")
+    parser.add_argument("--gpu-guides", action="store_true", help="after the tutorial's "
+                        "sections, run the two GPU articles' code, corrected (default: off)")
+    args = parser.parse_args(argv)
+    one_process_batch(parser, args)
+    check_amp(parser, args.amp, (shown := devices.device_to_show(args.device).type))
+    if shown == "cuda" and (missing := devices.gpu_missing_from_build()):
+        runner.fail(missing)  # before section 9.1's first CUDA operation fails on it
+    return args
+
+
+def a08(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """a08's flags, and torchrun's variables, checked before any process waits; ``--device``
+    comes back as what this process trains on: 'cuda' (LOCAL_RANK's GPU) or 'cpu'."""
+    parser = training_parser(doc)
+    add_amp_flag(parser)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="auto: one CUDA GPU per process where there are enough, else the "
+                             "CPU (default: %(default)s)")
+    parser.add_argument("--num-samples", type=POSITIVE, help="training examples, with "
+                        "noisy copies past 5 (default: 5, more where a process lacks a batch)")
+    parser.add_argument("--timeout", type=number(float, 0, 2e6), default=120,
+                        help="seconds to wait for the other processes (default: %(default)s)")
+    parser.add_argument("--snapshot", metavar="PATH", help="save training state here after "
+                        "every epoch; resume from it (default: no snapshots)")
+    parser.add_argument("--spawn", type=POSITIVE, metavar="N", help="start N processes "
+                        "here without torchrun, as on Windows (default: off)")
+    args = parser.parse_args(argv)
+    if args.spawn and "RANK" in os.environ:
+        parser.error("argument --spawn: torchrun started the processes already; use one or "
+                     "the other")
     try:
-        main()
-    except UserError as err:
-        fail(str(err))
-    except (dist.DistError, RuntimeError) as err:  # a process group that cannot start, or
-        if not isinstance(err, dist.DistError) and "/gloo/" not in str(err):  # loses a peer
-            raise  # (gloo's are RuntimeErrors that name its source file)
-        fail(f"process {os.environ.get('RANK', 0)}: {words(err)} (README: When things go "
-             f"wrong)", every_process=True)
-    except BrokenPipeError:  # piped into `head`, which stopped reading
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
-
-
-def words(err: BaseException) -> str:
-    """An error's own first sentence, without the C++ source file some put first."""
-    text = str(err).strip().split("] ", 1)[-1] if str(err).startswith("[") else str(err)
-    return (text.strip().splitlines() or [type(err).__name__])[0].split(". ")[0].rstrip(".")
-
-
-def fail(message: str, every_process: bool = False) -> None:
-    """``error: message`` from rank 0 (or each), exit 1: at once within a process group."""
-    if every_process or os.environ.get("RANK", "0") == "0" or not dist.is_initialized():
-        print(f"error: {message}", file=sys.stderr)
-    if dist.is_initialized():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
-    sys.exit(1)
+        launch = processes.Launch(0, 0, args.spawn, args.spawn) if args.spawn else \
+            processes.read_launch()
+    except runner.UserError as err:
+        runner.fail(str(err))
+    if args.snapshot and launch.rank == 0 and \
+            (problem := checkpoints.check_writable(args.snapshot, "--snapshot")):
+        parser.error(f"argument --snapshot: {problem}")
+    if args.num_samples and processes.lacks_a_full_batch(args.num_samples, launch.world_size,
+                                                         args.batch_size):
+        parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
+                     f"{launch.world_size} processes without a full batch of {args.batch_size}; "
+                     f"use at least {launch.world_size * args.batch_size}")
+    if args.device != "cpu":
+        shortage, unseen = devices.gpu_shortage(launch.local_world_size)
+        if shortage and args.device == "cuda":
+            parser.error(f"argument --device cuda: {shortage}")
+        if shortage and unseen and launch.rank == 0:
+            print(f"Note: training on the CPU: {shortage}")
+        args.device = "cpu" if shortage else "cuda"
+    check_amp(parser, args.amp, args.device)
+    return args

@@ -21,7 +21,7 @@ from torch.utils.checkpoint import checkpoint
 
 from common import NeuralNetwork, compute_accuracy, toy_loaders
 from common.devices import amp_problem, autocast, device_to_show, time_matmul
-from common.flags import heading
+from common.runner import heading
 
 NO_CUDA = "(no CUDA GPU here)"
 

@@ -1,35 +1,12 @@
-"""--plot PATH (a05, a07, a08): the loss per batch, and the toy data with the learned decision
-boundary. matplotlib is optional: it is imported only for a plot."""
+"""--plot PATH (a05, a07, a08; the flag is in ``flags``): the loss per batch, and the toy data
+with the learned decision boundary. matplotlib is optional: it is imported only for a plot."""
 
 from __future__ import annotations
-
-import argparse
-import os
 
 import torch
 
 from common import toy_data
-from common.checkpoints import atomic_path, check_writable
-
-
-def add_plot_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--plot", metavar="PATH", default=None, type=plot_path,
-                        help="save a PNG of the loss per batch and the decision boundary "
-                             "(needs matplotlib; default: no plot)")
-
-
-def plot_path(text: str) -> str:
-    """argparse type: a PNG path that can be written, once matplotlib is importable."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise argparse.ArgumentTypeError(
-            'needs matplotlib: pip install ".[plot]" in the clone\'s environment') from None
-    if os.path.splitext(text)[1].lower() not in ("", ".png"):
-        raise argparse.ArgumentTypeError(f"{text}: the plot is a PNG; give a path ending in .png")
-    if problem := check_writable(text, "--plot"):  # before training, not after it
-        raise argparse.ArgumentTypeError(problem)
-    return text
+from common.checkpoints import atomic_path
 
 
 def plot_training(losses: list[float], model: torch.nn.Module, path: str) -> None:

@@ -3,28 +3,23 @@
 from __future__ import annotations
 
 import faulthandler
-import importlib
 import os
-import re
-import shutil
+import runpy
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import torch.distributed as dist
+from torch.distributed.elastic.utils.distributed import get_free_port as free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIMS = ROOT / "tests" / "shims"
 sys.path.insert(0, str(ROOT))  # the tests import the scripts and common/, as the scripts do
 sys.path.append(str(SHIMS))
 
-from cpu_only import hide_accelerators  # noqa: E402
-
-from common import flags  # noqa: E402
+from answers import hide_accelerators  # noqa: E402
 
 SCRIPTS = [path.name for path in sorted(ROOT.glob("a0*.py"))]
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
@@ -123,12 +118,6 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def section(out: str, title: str) -> str:
     """The text under the heading that starts with ``title``, up to the next heading."""
     start_at = out.index(f"=== {title}")
@@ -137,13 +126,12 @@ def section(out: str, title: str) -> str:
 
 
 def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
-    """A script's main() in this process, as ``python script argv`` runs it: (exit status,
-    stdout, stderr). For what ends before any real work, without a new interpreter."""
-    module = importlib.import_module(script.removesuffix(".py"))
+    """``python script argv`` in this process (its ``__main__`` block): (exit status, stdout,
+    stderr). For what ends before any real work, without a new interpreter."""
     old_argv, sys.argv = sys.argv, [script, *argv]
     real_exit, os._exit = os._exit, exit_here  # a08's way out of a process group
     try:
-        flags.run(module.main)
+        runpy.run_path(str(ROOT / script), run_name="__main__")
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
@@ -155,62 +143,34 @@ def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
-def batch_jobs() -> dict:
-    """What the default suite runs without touching it: every script with no flags, a08 under
-    torchrun and --spawn (on a torch without libuv, as Windows'), a07 with the GPU articles
-    (with MPS's pooling): key -> (command, env)."""
-    port = {"MASTER_PORT": str(free_port())}  # plain a08, beside the other tests
-    jobs = {name: ([sys.executable, "-u", str(ROOT / name)], clean_env() | port)
-            for name in SCRIPTS}
-    jobs["a08 N=2"] = (a08_command(nproc=2), clean_env())
-    jobs["a08 --spawn 2"] = (a08_command("--spawn", "2", "--snapshot", "final.pt"),
-                             clean_env("no_libuv"))
-    jobs["a07 --gpu-guides"] = ([sys.executable, str(ROOT / "a07_gpu_single.py"), "--gpu-guides",
-                                 "--device", "cpu", "--benchmark", "--sizes", "64,256"],
-                                clean_env("mps_pooling"))
-    return jobs
+RUNS = {  # what many tests read, run once when first asked: key -> (its command, shims)
+    **{name: (lambda name=name: [sys.executable, str(ROOT / name)], ()) for name in SCRIPTS},
+    "a08 N=2": (lambda: a08_command(nproc=2), ()),
+    "a08 --spawn 2": (lambda: a08_command("--spawn", "2", "--snapshot", "final.pt"),
+                      ("no_libuv",)),
+    "a07 --gpu-guides": (lambda: [sys.executable, str(ROOT / "a07_gpu_single.py"),
+                                  "--gpu-guides", "--device", "cpu", "--benchmark", "--sizes",
+                                  "64,256"], ("mps_pooling",)),
+}
 
 
 @pytest.fixture(scope="session")
-def runs(request, tmp_path_factory):
-    """``runs(key)``: the result of one of ``batch_jobs``, each run in a folder of its own
-    (``.cwd``), all started together as the session starts (the other tests run meanwhile)."""
-    started = request.config.stash[BATCH]
+def runs(tmp_path_factory):
+    """``runs(key)``: the result of one of ``RUNS``, run when a test first asks for it, in a
+    folder of its own (``.cwd``); a08 in torchrun's ways, on a torch without libuv (as
+    Windows'), a07 with the GPU articles on MPS's pooling."""
     results: dict = {}
 
     def get(key: str) -> subprocess.CompletedProcess:
         if key not in results:
-            process, cwd = started[key]
-            stdout, stderr = process.communicate(timeout=600)
-            results[key] = subprocess.CompletedProcess(process.args, process.returncode,
-                                                       stdout, stderr)
+            command, shims = RUNS[key]
+            cwd = tmp_path_factory.mktemp("run")
+            env = clean_env(*shims) | {"MASTER_PORT": str(free_port())}  # plain a08's port
+            results[key] = run(command(), cwd, env, timeout=600)
             results[key].cwd = cwd
         return results[key]
 
     return get
-
-
-BATCH = pytest.StashKey[dict]()
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """Start the batch, unless no test asks for it; those that do run last."""
-    using = [item for item in items if "runs" in getattr(item, "fixturenames", ())]
-    items[:] = [item for item in items if item not in using] + using
-    if not using:
-        return
-    top = Path(tempfile.mkdtemp(prefix="companion-tests-"))
-    config.stash[BATCH] = {}
-    for key, (command, env) in batch_jobs().items():
-        (folder := top / re.sub(r"\W+", "_", key)).mkdir()
-        config.stash[BATCH][key] = (start(command, folder, env), folder)
-
-    def clean_up() -> None:
-        for process, _ in config.stash[BATCH].values():
-            process.kill()  # where a test failed before reading it
-        shutil.rmtree(top, ignore_errors=True)
-
-    config.add_cleanup(clean_up)
 
 
 def exit_here(code: int) -> None:

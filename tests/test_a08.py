@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import a08_ddp_torchrun as a08
-from common import NeuralNetwork, processes
+from common import NeuralNetwork, flags
 from conftest import ROOT, a08_command, clean_env, free_port, run_together
 
 LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/003 \| Batchsize 002 \| "
@@ -54,8 +54,8 @@ def environment(key) -> dict:
 
 @pytest.fixture(scope="module")
 def ddp_runs(runs, tmp_path_factory):
-    """``ddp_runs(key)``: N=2 and --spawn 2 from the session's batch; the others (stress) when
-    first asked for, the two machines together."""
+    """``ddp_runs(key)``: N=2 and --spawn 2 from the session's ``runs``; the others (stress)
+    when first asked for, the two machines together."""
     cache: dict = {}
 
     def get(key):
@@ -134,8 +134,7 @@ def test_a08_says_so_when_gradients_are_not_averaged(ddp_runs):
 
 def train_loaders(nproc: int, monkeypatch) -> list:
     """a08's training loader as each of ``nproc`` processes builds it."""
-    monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py"])
-    args = processes.parse_a08_flags(a08.__doc__)[0]
+    args = flags.a08(a08.__doc__, [])
     loaders = []
     for rank in range(nproc):
         monkeypatch.setattr(dist, "get_world_size", lambda group=None: nproc)
@@ -204,8 +203,7 @@ def test_ddp_equals_one_process_on_the_joined_batches(key, ddp_runs, monkeypatch
 def test_a08_pins_memory_only_for_gpu_processes(monkeypatch):
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 1)
     monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
-    monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py"])
-    args = processes.parse_a08_flags(a08.__doc__)[0]
+    args = flags.a08(a08.__doc__, [])
     for device, pinned in (("cpu", False), ("cuda", True)):
         assert a08.prepare_dataset(args, 1, torch.device(device))[0].pin_memory is pinned
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import NeuralNetwork, checkpoints, flags
-from conftest import ROOT, CodeRunningPickle, run_main
+from common import NeuralNetwork, checkpoints, runner
+from conftest import ROOT, CodeRunningPickle, run, run_main
 
 
 def saved_on(device: str, path: Path) -> None:
@@ -107,21 +107,26 @@ def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files, monkey
                  str(ROOT / "a06_save_load.py"), "exec"), edited)
     monkeypatch.setattr(sys, "argv", ["a06_save_load.py", "--load", str(folder / "good.pth")])
     with pytest.raises(TypeError, match="strictt"):
-        flags.run(edited["main"])
+        runner.run(edited["main"])
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a process to kill")
+KILLED_MID_SAVE = """
+import os, signal, sys, torch
+from common import checkpoints
+with checkpoints.atomic_path(sys.argv[1]) as tmp:
+    torch.save({"w": torch.ones(100_000)}, tmp)
+    os.truncate(tmp, os.path.getsize(tmp) // 2)  # as a write cut short
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="kills a process")
 def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans_up(tmp_path):
     target = tmp_path / "model.pth"
     torch.save({"w": torch.arange(10.0)}, target)
     before = target.read_bytes()
-    child = os.fork()
-    if child == 0:  # the learner's process, killed while torch.save writes
-        with checkpoints.atomic_path(str(target)) as tmp:
-            torch.save({"w": torch.ones(100_000)}, tmp)
-            os.truncate(tmp, os.path.getsize(tmp) // 2)  # as a write cut short
-            os.kill(os.getpid(), signal.SIGKILL)
-    assert os.waitpid(child, 0)[1] == signal.SIGKILL
+    killed = run([sys.executable, "-c", KILLED_MID_SAVE, str(target)], ROOT)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert len(list(tmp_path.glob(".model.pth.*.tmp"))) == 1, "not caught mid-save"
     assert target.read_bytes() == before
     with checkpoints.atomic_path(str(target)) as tmp:
@@ -134,7 +139,7 @@ def test_a_save_that_fails_keeps_the_previous_file(tmp_path):
     torch.save({"w": torch.ones(3)}, target)
     with pytest.raises(AttributeError), checkpoints.atomic_path(str(target)) as tmp:
         torch.save({"w": torch.zeros(3), "f": lambda: 0}, tmp)  # pickling fails partway
-    with pytest.raises(flags.UserError, match="model.pth: cannot write it "
+    with pytest.raises(runner.UserError, match="model.pth: cannot write it "
                                               r"\(No space left on device\)"), \
             checkpoints.atomic_path(str(target)) as tmp:
         raise OSError(28, "No space left on device")
@@ -161,7 +166,7 @@ def test_a_save_another_program_holds_is_tried_again_then_named(tmp_path, monkey
     assert run_main("a06_save_load.py", [], capsys)[0] == 0
     before = (tmp_path / "model.pth").read_bytes()
     monkeypatch.setattr(os, "replace", lambda s, t: held(s, t, 10**6))
-    with pytest.raises(flags.UserError) as error, checkpoints.atomic_path("model.pth") as tmp:
+    with pytest.raises(runner.UserError) as error, checkpoints.atomic_path("model.pth") as tmp:
         torch.save({}, tmp)
     assert str(error.value) == (
         "model.pth: cannot replace it (Access is denied): another program may hold the file (an "

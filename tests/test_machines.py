@@ -2,7 +2,6 @@
 an install that cannot use this machine's GPU, Macs (Rosetta, macOS 13, MPS), Windows with GPUs,
 too few GPUs; and the default suite on a machine with CUDA or MPS (shims/pretend_*)."""
 
-import argparse
 import platform
 import re
 import subprocess
@@ -162,18 +161,22 @@ def test_other_macs(machine, macos, built, translated, note, mac, monkeypatch):
                     "processes on one GPU; start 1, or use --device cpu"),
 ])
 def test_a08_trains_on_the_cpu_where_the_gpus_cannot_serve_and_says_why(
-        system, gpus, processes, reason, monkeypatch):
-    from common.processes import Launch, device_for_process
+        system, gpus, processes, reason, monkeypatch, capsys):
+    from common import flags
+    from common.processes import device_of_this_process
     monkeypatch.setattr(platform, "system", lambda: system)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
-    launch = Launch(world_size=processes, local_world_size=processes)
-    parser = argparse.ArgumentParser()
-    assert device_for_process(parser, "auto", launch) == torch.device("cpu")
+    spawn = ["--spawn", str(processes)]
+    assert flags.a08(None, spawn).device == "cpu"
+    assert capsys.readouterr().out == f"Note: training on the CPU: {reason}\n"
     with pytest.raises(SystemExit):
-        device_for_process(parser, "cuda", launch)
+        flags.a08(None, [*spawn, "--device", "cuda"])
+    assert capsys.readouterr().err.endswith(f"error: argument --device cuda: {reason}\n")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2 * processes)
     if system == "Linux":
-        assert device_for_process(parser, "auto", Launch(1, 1, 2, 2)) == torch.device("cuda", 1)
+        assert flags.a08(None, spawn).device == "cuda"
+        monkeypatch.setenv("LOCAL_RANK", "1")
+        assert device_of_this_process("cuda") == torch.device("cuda", 1)
 
 
 def test_pip_install_asks_an_intel_mac_for_the_torch_it_has():

@@ -95,7 +95,7 @@ TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
     'if "MASTER_PORT" not in os.environ:',
     'os.environ["MASTER_PORT"] = "12345"',
     'os.environ["USE_LIBUV"] = "0"',
-    "init_process_group(backend=backend, rank=rank, world_size=world_size",
+    "init_process_group(backend=backend, rank=rank, world_size=world_size,",
     "torch.cuda.set_device(device)",
     "# factor = 4",
     "# y_train = y_train.repeat(factor)",
@@ -103,6 +103,18 @@ TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
     "train_loader.sampler.set_epoch(epoch)",
     "model = DDP(model, device_ids=",
     "destroy_process_group()  # NEW",
+    'if __name__ == "__main__":',
+    'if "WORLD_SIZE" in os.environ:',
+    'world_size = int(os.environ["WORLD_SIZE"])',
+    "world_size = 1",
+    'rank = int(os.environ["RANK"])',
+    "rank = 0",
+    "if rank == 0:",
+    'print("PyTorch version:", torch.__version__)',
+    'print("CUDA available:", torch.cuda.is_available())',
+    'print("Number of GPUs available:", torch.cuda.device_count())',
+    "num_epochs = args.epochs",
+    "main, rank, world_size, num_epochs",
 ]
 
 
@@ -156,7 +168,7 @@ LEARNER_REPORTS = [
                         "brew install python@3.12", "RTX 50xx needs `cu130`",
                         "before `pip install .`"]),
     ("```powershell", ["py -m venv .venv", "python -m venv .venv"]),  # python/pymanager#223
-    ("**Notebooks", ["`import a05_training_loop`, then `a05_training_loop.main()`"]),  # ex.#369
+    ("**Notebooks", ["`import a05_training_loop`, then `a05_training_loop.main([])`"]),  # ex.#369
 ]
 
 

@@ -13,6 +13,7 @@ from conftest import (
     TUTORIAL_LOSS_LINES,
     clean_env,
     loss_lines,
+    run,
     run_main,
     run_script,
     section,
@@ -255,11 +256,25 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "RAN").exists()
 
 
-def test_a_notebook_calling_main_gets_the_tutorials_defaults(monkeypatch, capsys):
-    """A Jupyter kernel's argv is its own (pytorch/examples#369): main() ignores it."""
+def test_a_notebook_calling_main_with_its_arguments(monkeypatch, capsys):
+    """A Jupyter kernel's argv is its own (pytorch/examples#369): main() takes its arguments,
+    as the README's cell shows (`main([])`: the tutorial's defaults)."""
     import a05_training_loop
     monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/ipykernel_launcher.py", "-f",
                                       "/root/.local/share/jupyter/runtime/kernel-1.json"])
-    a05_training_loop.main()
+    a05_training_loop.main([])
     assert loss_lines(capsys.readouterr().out) == TUTORIAL_LOSS_LINES
+    a05_training_loop.main(["--epochs", "1"])
+    assert loss_lines(capsys.readouterr().out) == [line.replace("/003", "/001")
+                                                   for line in TUTORIAL_LOSS_LINES[:2]]
     torch.set_printoptions(profile="default", sci_mode=None)
+
+
+def test_a_renamed_copy_obeys_its_flags(tmp_path):
+    """A learner's my_a05.py beside the scripts (common/ with it) reads its command line."""
+    (tmp_path / "my_a05.py").write_text((ROOT / "a05_training_loop.py").read_text())
+    (tmp_path / "common").symlink_to(ROOT / "common")
+    result = run([sys.executable, "my_a05.py", "--epochs", "1"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert loss_lines(result.stdout) == [line.replace("/003", "/001")
+                                         for line in TUTORIAL_LOSS_LINES[:2]]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from common import flags
+from common import runner
 from conftest import ROOT, a08_command, clean_env, descendants, free_port
 
 needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
@@ -121,16 +121,18 @@ def test_ctrl_c_during_the_walkthrough_ends_it_and_every_process(tmp_path):
 
 
 def test_a_notebook_keeps_its_interrupt_button(monkeypatch):
-    """Only where a script was started (its name on the interpreter's command line) does run()
-    hand Ctrl-C to the kernel: a notebook's %run, or pytest, keeps Python's KeyboardInterrupt."""
+    """Only where a script was started (its path on the interpreter's command line, whatever
+    its name) does run() hand Ctrl-C to the kernel: a notebook's %run, or pytest, keeps
+    Python's KeyboardInterrupt."""
     monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", "ipykernel_launcher", "-f",
                                            "kernel.json"])
     monkeypatch.setattr(sys, "argv", [str(ROOT / "a05_training_loop.py")])  # as %run sets it
-    flags.run(lambda: None)
+    runner.run(lambda: None)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-u", "a05_training_loop.py"])
+    monkeypatch.setattr(sys, "argv", ["my_a05.py"])
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-u", "my_a05.py"])
     try:
-        flags.run(lambda: None)
+        runner.run(lambda: None)
         assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -65,8 +65,8 @@ def test_a_snapshot_that_cannot_be_resumed_is_one_line(one_process, capsys):
     """Other settings, another program's file, a pickle that would run code: one line,
     before any training; the file stays as it was."""
     torch.save({"model": {}, "optimizer": {}, "epochs_completed": 1,
-                "settings": {"--lr": 0.5, "--batch-size": 2, "--seed": 123,
-                             "--num-samples": 5, "--amp": None}}, "lr.pt")
+                "settings": {"lr": 0.5, "batch_size": 2, "seed": 123, "num_samples": None,
+                             "amp": None}}, "lr.pt")
     torch.save(NeuralNetwork(2, 2).state_dict(), "other.pt")
     torch.save({"model": CodeRunningPickle(one_process / "CODE_RAN")}, "evil.pt")
     asked = {"lr.pt": ["--lr", "0.1", "--amp", "bf16"], "other.pt": [], "evil.pt": []}

@@ -1,0 +1,78 @@
+"""How the scripts run, not the tutorial's code: ``run`` calls a script's ``main`` and ends it
+in one line where the learner can fix what went wrong (exit status 1; a flag's is 2, from
+``flags``); section headings; a diverged loss stops a run before it saves anything."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+import torch.distributed as dist
+
+
+class UserError(Exception):
+    """A problem the learner can fix: ``run`` prints ``error: <message>`` and exits with 1."""
+
+
+def heading(title: str) -> None:
+    """A section heading; the title starts with the tutorial's section number."""
+    print(f"\n=== {title} ===")
+
+
+def require_finite_loss(loss: float) -> float:
+    """A loss that became NaN or infinite: the run diverged, so it stops before saving."""
+    if not math.isfinite(loss):
+        raise UserError(f"the training loss became {loss}: the weights diverged (--lr too "
+                        f"large?); nothing from this epoch was saved. Try a smaller --lr (with "
+                        f"--snapshot, and another path: the file holds this --lr)")
+    return loss
+
+
+def run(main: Callable[..., None], *args: object) -> None:
+    """``main(*args)`` as the program: Ctrl-C ends it at once, as SIGTERM does (Python's own
+    Ctrl-C waits for a bytecode, none while torch waits in C++ for a peer), where the
+    interpreter's own command line names the script (not a notebook's %run)."""
+    if sys.argv[0] in sys.orig_argv[1:3]:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if hasattr(sys.stdout, "reconfigure"):  # whole lines: processes' output never splices
+        sys.stdout.reconfigure(line_buffering=True, write_through=False)
+    try:
+        main(*args)
+    except UserError as err:
+        fail(str(err))
+    except RuntimeError as err:  # a process group that cannot start, or loses a peer: torch's
+        # DistError, or gloo's RuntimeError, which names its source file
+        if not isinstance(err, getattr(dist, "DistError", ())) and "/gloo/" not in str(err):
+            raise
+        fail(f"process {os.environ.get('RANK', 0)}: {words(err)} (README: When things go "
+             f"wrong)", every_process=True)
+    except BrokenPipeError:  # piped into `head`, which stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+
+
+def words(err: BaseException) -> str:
+    """An error's own first sentence, without the C++ source file some put first; and NCCL's
+    'Last error:', which names the cause (a /dev/shm too small, in Docker)."""
+    text = str(err).strip().split("] ", 1)[-1] if str(err).startswith("[") else str(err)
+    first = (text.strip().splitlines() or [type(err).__name__])[0].split(". ")[0].rstrip(".")
+    last = text.partition("Last error:")[2].strip().partition("\n")[0]
+    return f"{first}; last error: {last}" if last else first
+
+
+def in_process_group() -> bool:
+    return dist.is_available() and dist.is_initialized()  # AMD's torch for Windows: no dist
+
+
+def fail(message: str, every_process: bool = False) -> None:
+    """``error: message`` from rank 0 (or each), exit 1: at once within a process group."""
+    if every_process or os.environ.get("RANK", "0") == "0" or not in_process_group():
+        print(f"error: {message}", file=sys.stderr)
+    if in_process_group():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.exit(1)
