@@ -179,6 +179,17 @@ def test_a08_trains_on_the_cpu_where_the_gpus_cannot_serve_and_says_why(
         assert device_of_this_process("cuda") == torch.device("cuda", 1)
 
 
+def test_pytest_itself_sees_a_gpu_where_there_is_one():
+    """On a machine with CUDA (simulated) the gpu-marked tests run: importing the shims must
+    not hide the GPU from pytest's own process (on an H100 all 7 skipped, issue 41)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_gpu.py", "--setup-only", "-n", "0",
+         "-p", "no:cacheprovider", "-rs"], cwd=ROOT, capture_output=True, text=True,
+        timeout=120, env=clean_env("pretend_cuda", accelerators=True))
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "SKIPPED" not in result.stdout and "test_a08_nccl_on_every_gpu" in result.stdout
+
+
 def test_pip_install_asks_an_intel_mac_for_the_torch_it_has():
     """PyTorch's last Intel-Mac wheels are 2.2.2, on NumPy 1.x: there, and only there."""
     text = (ROOT / "pyproject.toml").read_text()

@@ -1,6 +1,7 @@
 """a01 to a07: each runs alone from a temporary folder and prints the spec's values; what
 holds for every script (--help, no litter)."""
 
+import os
 import re
 import sys
 
@@ -12,6 +13,7 @@ from conftest import (
     SCRIPTS,
     TUTORIAL_LOSS_LINES,
     clean_env,
+    descendants,
     loss_lines,
     run,
     run_main,
@@ -254,6 +256,12 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     assert walkthrough.main() == 1
     assert "Walkthrough stopped: broken.py failed (exit status 3)." in capsys.readouterr().err
     assert not (tmp_path / "RAN").exists()
+
+
+def test_nothing_runs_beside_a_test():
+    """Scripts start when a test asks for them, not as pytest starts: `pytest -k NAME` runs
+    only what it names."""
+    assert descendants(os.getpid()) == []
 
 
 def test_a_notebook_calling_main_with_its_arguments(monkeypatch, capsys):
