@@ -11,6 +11,7 @@ import subprocess
 import warnings
 
 import torch
+import torch.distributed
 
 from common.runner import heading, words
 
@@ -30,7 +31,7 @@ def accelerator() -> str | None:
 
 def install_notes() -> list[str]:
     """a01: a line for each way this install does not fit this machine."""
-    notes = [rosetta(), mps_off(), gpu_unused(), gpu_missing_from_build()]
+    notes = [rosetta(), mps_off(), gpu_unused(), gpu_missing_from_build(), no_distributed()]
     return [f"Note: {note}" for note in notes if note]
 
 
@@ -60,6 +61,16 @@ def mps_off() -> str | None:
                 f"or newer, and this Mac runs macOS {macos}; update macOS, or install an "
                 f'older torch (pip install "torch<2.9")')
     return None
+
+
+def no_distributed() -> str | None:
+    """AMD's torch for Windows (ROCm/TheRock#1179, #2008) lacks torch.distributed."""
+    if torch.distributed.is_available():
+        return None
+    return (f"torch {torch.__version__} was built without torch.distributed, so section "
+            f"9.3's a08 cannot run with it (ImportError: cannot import name "
+            f"'destroy_process_group'); the other scripts can. For a08: PyPI's torch in "
+            f"another environment, or Linux (WSL2 on Windows)")
 
 
 def gpu_unused() -> str | None:

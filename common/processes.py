@@ -17,7 +17,6 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch.distributed.elastic.utils.distributed import get_free_port
 from torch.nn.utils import parameters_to_vector
 from torch.utils.data import DataLoader, Subset
 
@@ -83,6 +82,7 @@ def spawn(main: Callable[..., None], nprocs: int, *args: object) -> None:
     them, meeting at a free port without libuv (Windows' torch lacks it). A worker that fails
     has said why."""
     import torch.multiprocessing as mp
+    from torch.distributed.elastic.utils.distributed import get_free_port
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(get_free_port()), USE_LIBUV="0")
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # ours says it

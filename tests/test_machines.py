@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from common import devices
-from conftest import ROOT, clean_env, run_main, section, start
+from conftest import ROOT, clean_env, run_main, run_together, section, start
 
 INDEX = "https://download.pytorch.org/whl"
 # torch's own list of its CUDA builds, as torch 2.13's:
@@ -29,6 +29,7 @@ def machine_with(monkeypatch, tmp_path):
             smi.write_text(f"#!/bin/sh\necho '{gpu}, {capability[0]}.{capability[1]}'\n")
             smi.chmod(0o755)
         monkeypatch.setenv("PATH", str(tmp_path))  # no real driver's nvidia-smi
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
         monkeypatch.setattr(platform, "machine", lambda: "x86_64")
         monkeypatch.setattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", CUDA_BUILDS, raising=False)
         monkeypatch.setattr(torch, "__version__", "2.13.0+cu126" if built_for else "2.13.0+cpu")
@@ -60,6 +61,69 @@ def test_a_cpu_only_build_beside_an_nvidia_gpu_is_named(system, machine_with, mo
     assert (code, section(out, "1.3 Installing").splitlines()[-1]) == (0, note), err
     code, out, err = run_main("a07_gpu_single.py", ["--epochs", "1"], capsys)
     assert code == 0 and note in section(out, "9.1 Computations").splitlines(), err
+
+
+# torch's list of its builds as each torch has it: {cuda: {host: codes}} (2.13), {cuda: codes}
+# (2.11, 2.12, read from their wheels), none (before 2.11)
+BUILD_TABLES = {"2.13": CUDA_BUILDS, "2.12": {cuda: codes["x86_64"] for cuda, codes in
+                                              CUDA_BUILDS.items()}, "2.10": None}
+
+
+@pytest.mark.parametrize("torch_version", BUILD_TABLES)
+def test_every_shape_of_torchs_build_table_gives_advice(torch_version, machine_with,
+                                                         monkeypatch):
+    """a01 crashed on 2.11 and 2.12 ('set' object has no attribute 'get'), just where the
+    check matters: a CPU-only build beside an NVIDIA GPU (issue 41)."""
+    machine_with("NVIDIA GeForce RTX 5090", (12, 0))
+    monkeypatch.setattr(torch, "__version__", f"{torch_version}.0+cpu")
+    if BUILD_TABLES[torch_version] is None:
+        monkeypatch.delattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", raising=False)
+    else:
+        monkeypatch.setattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", BUILD_TABLES[torch_version])
+    [note] = devices.install_notes()
+    assert note.endswith(f'pip install "torch=={torch_version}.0+cu129" --index-url '
+                         f"{INDEX}/cu129 installs torch {torch_version}.0 built for CUDA 12.9, "
+                         f"which runs on this GPU" if BUILD_TABLES[torch_version] else
+                         "https://pytorch.org/get-started/locally/ gives the pip command for a "
+                         "CUDA build (add --force-reinstall)"), note
+
+
+def test_a_pascal_gpu_under_torch_2_15_gets_the_last_torch_built_for_it(machine_with,
+                                                                        monkeypatch):
+    """torch 2.15 has no cu126 wheels, the last for sm_50 to sm_70, though its table lists 12.6
+    (pytorch/pytorch#190385): a GTX 1080 gets torch 2.14's cu126 build."""
+    machine_with("NVIDIA GeForce GTX 1080", (6, 1))
+    monkeypatch.setattr(torch, "__version__", "2.15.0+cpu")
+    [note] = devices.install_notes()
+    assert note.endswith(f'pip install "torch<2.15" --index-url {INDEX}/cu126 installs torch '
+                         f"2.14, the last built for this GPU (sm_61: torch 2.15 needs sm_75 or "
+                         f"newer)"), note
+
+
+def test_cuda_that_cannot_start_beside_an_nvidia_gpu_is_named(machine_with, monkeypatch,
+                                                              capsys):
+    """A CUDA build, a driver, a GPU, and CUDA failing to start (after a laptop's suspend; a
+    container without /dev/nvidia-uvm: pytorch/pytorch#88639, #43281, #49081): torch warns and
+    reports no GPU; a01, a07 and a08 say why, in torch's words."""
+    machine_with("NVIDIA GeForce RTX 3060", (8, 6))
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cu128")
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+
+    def init():
+        raise RuntimeError("CUDA unknown error - this may be due to an incorrectly set up "
+                           "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after "
+                           "program start. Setting the available devices to be zero.")
+    monkeypatch.setattr(torch.cuda, "init", init)
+    note = ("this machine has an NVIDIA GPU (NVIDIA GeForce RTX 3060), but CUDA cannot start in "
+            "torch 2.13.0+cu128 (CUDA unknown error), so everything runs on the CPU; after a "
+            "laptop's suspend, reboot; in a container, start it with the GPUs (docker run "
+            "--gpus all); a driver too old: update it (nvidia-smi shows its CUDA version)")
+    code, out, err = run_main("a01_tensors.py", [], capsys)
+    assert (code, section(out, "1.3 Installing").splitlines()[-1]) == (0, f"Note: {note}"), err
+    code, out, err = run_main("a07_gpu_single.py", ["--epochs", "1"], capsys)
+    assert code == 0 and f"Note: {note}" in section(out, "9.1 Computations").splitlines(), err
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--epochs", "1"], capsys)
+    assert code == 0 and out.splitlines()[0] == f"Note: training on the CPU: {note}", err
 
 
 @pytest.mark.parametrize("gpu, capability, built_for, advice", [
@@ -188,6 +252,19 @@ def test_pytest_itself_sees_a_gpu_where_there_is_one():
         timeout=120, env=clean_env("pretend_cuda", accelerators=True))
     assert result.returncode == 0, result.stdout[-2000:]
     assert "SKIPPED" not in result.stdout and "test_a08_nccl_on_every_gpu" in result.stdout
+
+
+def test_a_torch_without_torch_distributed(tmp_path):
+    """AMD's torch for Windows (ROCm/TheRock#1179, #2008): a06's error path crashed on
+    dist.is_initialized; a01 says a08 cannot run (its import of the text's line fails)."""
+    results = run_together({"a01": [sys.executable, str(ROOT / "a01_tensors.py")],
+                            "a06": [sys.executable, str(ROOT / "a06_save_load.py"), "--load",
+                                    "missing.pth"]},
+                           lambda key: tmp_path, lambda key: clean_env("no_distributed"))
+    assert f"Note: torch {torch.__version__} was built without torch.distributed, so section " \
+           f"9.3's a08 cannot run with it" in results["a01"].stdout
+    assert (results["a06"].returncode, results["a06"].stderr) == (
+        1, "error: missing.pth: no such file; check the path, or train and save first\n")
 
 
 def test_pip_install_asks_an_intel_mac_for_the_torch_it_has():
