@@ -51,8 +51,9 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
           "num_workers>0 starts that many worker processes that prepare the next batches\n"
           "while the model trains. That pays off for large data sets read from disk; for a\n"
           "tiny in-memory data set like this one, starting the workers costs more than it saves.\n"
-          "On macOS and Windows each worker starts as a fresh Python that imports this script:\n"
-          "that is why it runs only under `if __name__ == \"__main__\":`, and why a Dataset\n"
+          "On macOS, Windows and Linux from Python 3.14 (spawn, forkserver) each worker starts\n"
+          "as a fresh Python that imports this script: that is why it runs only under\n"
+          "`if __name__ == \"__main__\":`, and why a Dataset\n"
           "defined in a notebook cell fails there (define it in a .py file and import it).")
     # EXTRA: show that workers produce the same data (the tutorial only describes them)
     loader = DataLoader(train_ds, batch_size=2, shuffle=False, num_workers=2)

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from common import devices
+from common import devices, runner
 from conftest import ROOT, clean_env, run_main, run_together, section, start
 
 INDEX = "https://download.pytorch.org/whl"
@@ -296,6 +296,39 @@ def test_a07_on_mps_says_its_digits_may_differ(monkeypatch, capsys):
     assert capsys.readouterr().out == (
         "Training device: mps\nNote: on MPS the losses may differ from the text's in the "
         "digits, and from run to run; --device cpu reproduces the text's\n")
+
+
+def test_an_intel_gpu_is_named_and_trained_on_when_asked(monkeypatch, capsys):
+    """Intel's XPU (hexgrad/kokoro#273): section 9.1 shows it, and 9.2's line (CUDA, MPS) would
+    train on the CPU without a word: a07 says so, and --device xpu is accepted."""
+    from common import flags
+    monkeypatch.setattr(devices, "accelerator", lambda: "xpu")
+    devices.show_device(None)
+    assert capsys.readouterr().out == (
+        "Training device: xpu\nNote: section 9.2's line looks for CUDA and MPS only, so it "
+        "trains on the CPU; --device xpu trains on this xpu\n")
+    assert flags.a07_device("xpu") == torch.device("xpu")
+
+
+NCCL_SHM = ("NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+            "or device error. \nLast error:\nError while creating shared memory segment "
+            "/dev/shm/nccl-vzIpS6 (size 9637888)")
+
+
+def test_nccls_last_error_names_the_cause(capsys):
+    """NCCL in Docker with a small /dev/shm (pytorch/torchtitan#853, NVIDIA/nccl#342): the line
+    keeps NCCL's 'Last error', which names the cause, not only its first line."""
+    def main():
+        raise torch.distributed.DistBackendError(NCCL_SHM)
+    with pytest.raises(SystemExit):
+        runner.run(main)
+    assert capsys.readouterr().err == (
+        "error: process 0: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:3356, unhandled system error (run with NCCL_DEBUG=INFO for "
+        "details), NCCL version 2.21.5; last error: Error while creating shared memory segment "
+        "/dev/shm/nccl-vzIpS6 (size 9637888) (README: When things go wrong)\n")
 
 
 @pytest.mark.stress

@@ -169,6 +169,16 @@ LEARNER_REPORTS = [
                         "before `pip install .`"]),
     ("```powershell", ["py -m venv .venv", "python -m venv .venv"]),  # python/pymanager#223
     ("**Notebooks", ["`import a05_training_loop`, then `a05_training_loop.main([])`"]),  # ex.#369
+    # issue 41's fourth reading
+    ("**Windows.**", ["Windows on ARM (Snapdragon)", "`from versions: none`",  # pytorch#133804
+                      "PyTorch's CPU index has builds for some Pythons"]),
+    ("**AMD and Intel GPUs**", ["ROCm's Linux builds", "lacks `torch.distributed`",  # TheRock#1179
+                                "`--device xpu`"]),  # ROCm/legacy-rocm-build#2354, kokoro#273
+    ("**macOS.**", ["as on Linux from Python 3.14"]),  # pytorch/pytorch#169252
+    ("## When things go wrong", [
+        "`ip6.arpa` name with no worker ever starting", "`--local-addr=127.0.0.1`",  # PR #174513
+        "`--shm-size=1g` or `--ipc=host`",  # pytorch/torchtitan#853, NVIDIA/nccl#342
+        "CUDA failing to start, as after a laptop's suspend"]),  # pytorch/pytorch#88639
 ]
 
 

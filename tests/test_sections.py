@@ -100,6 +100,7 @@ def test_a04_data_and_loaders(runs):
         "Batch 1: tensor([[-0.8000,  2.8000],\n        [ 2.6000, -1.6000]]) tensor([0, 1])\n")
     workers = section(a04, "6 num_workers")
     assert "num_workers=0 loads every batch in the main process" in workers
+    assert "On macOS, Windows and Linux from Python 3.14 (spawn, forkserver)" in workers
     assert "through 2 workers" in workers and workers.endswith(
         "Batch 3: tensor([[ 2.7000, -1.5000]]) tensor([1])\n")
 
@@ -256,6 +257,19 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     assert walkthrough.main() == 1
     assert "Walkthrough stopped: broken.py failed (exit status 3)." in capsys.readouterr().err
     assert not (tmp_path / "RAN").exists()
+
+
+def test_the_walkthroughs_torchrun_starts_where_the_hostname_is_an_ip6_arpa_name(tmp_path):
+    """A Mac whose socket.getfqdn() answers an ip6.arpa name: torchrun repeated 'The IPv6
+    network addresses of (1.0.0...ip6.arpa, port) cannot be retrieved' and started no worker
+    (pytorch/pytorch PR #174513); the walkthrough hung at its last step."""
+    from common import walkthrough
+    launcher, step = walkthrough.STEPS[-1]
+    command = [sys.executable, "-m", "torch.distributed.run", *launcher.split()[1:],
+               str(ROOT / step)]
+    result = run(command, tmp_path, clean_env("ip6_arpa_fqdn"), timeout=90)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Parameters identical in all 2 processes: True" in result.stdout
 
 
 def test_nothing_runs_beside_a_test():
