@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork, flags
-from conftest import ROOT, a08_command, clean_env, free_port, run_together
+from conftest import ROOT, a08_command, clean_env, free_port, run, run_together
 
 LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/003 \| Batchsize 002 \| "
                   r"Train/Val Loss: (\d\.\d\d)$")
@@ -222,3 +222,16 @@ def test_a08_process_group_backend(system, device, backend, libuv, monkeypatch):
     a08.ddp_setup(0, 1, device, 5.0)
     assert [call["backend"] for call in calls] == [backend]
     assert os.environ["USE_LIBUV"] == libuv
+
+
+def test_the_walkthroughs_torchrun_starts_where_the_hostname_is_an_ip6_arpa_name(tmp_path):
+    """A Mac whose socket.getfqdn() answers an ip6.arpa name: torchrun repeated 'The IPv6
+    network addresses of (1.0.0...ip6.arpa, port) cannot be retrieved' and started no worker
+    (pytorch/pytorch PR #174513); the walkthrough hung at its last step."""
+    from common import walkthrough
+    launcher, step = walkthrough.STEPS[-1]
+    command = [sys.executable, "-m", "torch.distributed.run", *launcher.split()[1:],
+               str(ROOT / step)]
+    result = run(command, tmp_path, clean_env("ip6_arpa_fqdn"), timeout=90)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Parameters identical in all 2 processes: True" in result.stdout

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import run_main
+from conftest import ROOT, TUTORIAL_LOSS_LINES, loss_lines, run, run_main
 
 BAD_FLAGS = [
     ("a05_training_loop.py", ["--epochs", "0"], "argument --epochs: '0' is not a whole number "
@@ -104,3 +104,13 @@ def test_only_rank_0_prints_a_usage_error(monkeypatch, capsys):
     for name, value in (LAUNCH | {"RANK": "1", "LOCAL_RANK": "1"}).items():
         monkeypatch.setenv(name, value)
     assert run_main("a08_ddp_torchrun.py", ["--epochs", "0"], capsys) == (2, "", "")
+
+
+def test_a_renamed_copy_obeys_its_flags(tmp_path):
+    """A learner's my_a05.py beside the scripts (common/ with it) reads its command line."""
+    (tmp_path / "my_a05.py").write_text((ROOT / "a05_training_loop.py").read_text())
+    (tmp_path / "common").symlink_to(ROOT / "common")
+    result = run([sys.executable, "my_a05.py", "--epochs", "1"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert loss_lines(result.stdout) == [line.replace("/003", "/001")
+                                         for line in TUTORIAL_LOSS_LINES[:2]]

@@ -15,7 +15,6 @@ from conftest import (
     clean_env,
     descendants,
     loss_lines,
-    run,
     run_main,
     run_script,
     section,
@@ -259,19 +258,6 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "RAN").exists()
 
 
-def test_the_walkthroughs_torchrun_starts_where_the_hostname_is_an_ip6_arpa_name(tmp_path):
-    """A Mac whose socket.getfqdn() answers an ip6.arpa name: torchrun repeated 'The IPv6
-    network addresses of (1.0.0...ip6.arpa, port) cannot be retrieved' and started no worker
-    (pytorch/pytorch PR #174513); the walkthrough hung at its last step."""
-    from common import walkthrough
-    launcher, step = walkthrough.STEPS[-1]
-    command = [sys.executable, "-m", "torch.distributed.run", *launcher.split()[1:],
-               str(ROOT / step)]
-    result = run(command, tmp_path, clean_env("ip6_arpa_fqdn"), timeout=90)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "Parameters identical in all 2 processes: True" in result.stdout
-
-
 def test_nothing_runs_beside_a_test():
     """Scripts start when a test asks for them, not as pytest starts: `pytest -k NAME` runs
     only what it names."""
@@ -290,13 +276,3 @@ def test_a_notebook_calling_main_with_its_arguments(monkeypatch, capsys):
     assert loss_lines(capsys.readouterr().out) == [line.replace("/003", "/001")
                                                    for line in TUTORIAL_LOSS_LINES[:2]]
     torch.set_printoptions(profile="default", sci_mode=None)
-
-
-def test_a_renamed_copy_obeys_its_flags(tmp_path):
-    """A learner's my_a05.py beside the scripts (common/ with it) reads its command line."""
-    (tmp_path / "my_a05.py").write_text((ROOT / "a05_training_loop.py").read_text())
-    (tmp_path / "common").symlink_to(ROOT / "common")
-    result = run([sys.executable, "my_a05.py", "--epochs", "1"], tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert loss_lines(result.stdout) == [line.replace("/003", "/001")
-                                         for line in TUTORIAL_LOSS_LINES[:2]]
