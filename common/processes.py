@@ -84,6 +84,7 @@ def spawn(main: Callable[..., None], nprocs: int, *args: object) -> None:
     import torch.multiprocessing as mp
     from torch.distributed.elastic.utils.distributed import get_free_port
 
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as run() does for a script
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(get_free_port()), USE_LIBUV="0")
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # ours says it
     try:
