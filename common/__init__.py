@@ -8,9 +8,10 @@ This file imports nothing of ours: it can be pasted into a notebook as it is.
 
 Beside it: ``gpu_articles.py``, the two GPU articles that came with the tutorial (a07
 --gpu-guides), and the companion's machinery, which you need not read to follow the
-tutorial: ``flags.py`` (flags and one-line errors), ``devices.py`` (devices, the install
-check, Exercise A.4), ``checkpoints.py`` (safe saves, loads, a08's snapshots),
-``processes.py`` (a08's processes), ``plots.py`` (--plot) and ``walkthrough.py``.
+tutorial: ``flags.py`` (every script's flags), ``runner.py`` (a script's run and its one-line
+errors), ``devices.py`` (devices, the install check, Exercise A.4), ``checkpoints.py`` (safe
+saves, loads, a08's snapshots), ``processes.py`` (a08's processes), ``plots.py`` (--plot) and
+``walkthrough.py``.
 """
 
 import torch
