@@ -50,10 +50,13 @@ def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
     handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(handle)
     tmp = Path(tmp)
+    umask = os.umask(0o22)
+    os.umask(umask)
     try:
         yield str(tmp)
         with open(tmp, "rb+") as written:
             os.fsync(written.fileno())  # on disk before the rename makes it the file
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private: a saved file's mode
         for wait in [0.2] * 9 + [None]:
             try:
                 os.replace(tmp, target)
@@ -140,8 +143,8 @@ class Snapshot:
     def load(cls, path: str, settings: dict) -> Snapshot:
         with explain_load_errors(path):
             content = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(content, dict) or set(content) != {field.name for field in
-                                                      fields(cls)} or \
+        keys = {field.name for field in fields(cls)}
+        if not isinstance(content, dict) or set(content) != keys or \
                 set(content["settings"]) != set(SETTINGS):
             raise UserError(f"{path}: not an a08 snapshot; move it away, or give another "
                             f"--snapshot")

@@ -38,9 +38,9 @@ def read_launch(env=os.environ) -> Launch:
     local_rank = _variable(env, "LOCAL_RANK", 0, local_world - 1,
                            rank if local_world == world else None)
     if not env.get("MASTER_ADDR", "").strip():
-        raise UserError("RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to "
-                              "the address of process 0's machine (and MASTER_PORT), or start "
-                              "a08 with torchrun, which sets them all")
+        raise UserError("RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to the "
+                        "address of process 0's machine (and MASTER_PORT), or start a08 with "
+                        "torchrun, which sets them all")
     _variable(env, "MASTER_PORT", 1, 65535)
     return Launch(rank, local_rank, world, local_world)
 
@@ -51,8 +51,8 @@ def _variable(env, name: str, low: int, high: int, default: int | None = None) -
         return default
     if text is None or not text.strip().isdigit() or not low <= int(text) <= high:
         raise UserError(f"{name + ' is not set' if text is None else f'{name}={text!r}'}"
-                              f": set it to a whole number from {low} to {high}, or start a08 "
-                              f"with torchrun, which sets it")
+                        f": set it to a whole number from {low} to {high}, or start a08 with "
+                        f"torchrun, which sets it")
     return int(text)
 
 

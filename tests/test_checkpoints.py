@@ -134,6 +134,17 @@ def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans
     assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
 
 
+def test_a_saved_file_has_the_modes_any_new_file_gets(tmp_path):
+    """The temporary file is private (mkstemp); the saved one is not."""
+    umask = os.umask(0o27)
+    try:
+        with checkpoints.atomic_path(str(tmp_path / "model.pth")) as tmp:
+            torch.save({"w": torch.ones(3)}, tmp)
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "model.pth").stat().st_mode & 0o777 == 0o640
+
+
 def test_a_save_that_fails_keeps_the_previous_file(tmp_path):
     target = tmp_path / "model.pth"
     torch.save({"w": torch.ones(3)}, target)
