@@ -182,6 +182,7 @@ def cpu_only_machine(request, monkeypatch):
     """This process sees no accelerator either (but in gpu-marked tests), as its children."""
     if not request.node.get_closest_marker("gpu"):
         hide_accelerators(monkeypatch.setattr)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # as shims/cpu_only: none, on purpose
     for name in LAUNCH_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MASTER_PORT", str(free_port()))  # a08 in-process: not the text's 12345

@@ -2,6 +2,7 @@
 an install that cannot use this machine's GPU, Macs (Rosetta, macOS 13, MPS), Windows with GPUs,
 too few GPUs; and the default suite on a machine with CUDA or MPS (shims/pretend_*)."""
 
+import os
 import platform
 import re
 import subprocess
@@ -332,13 +333,20 @@ def test_nccls_last_error_names_the_cause(capsys):
 
 
 @pytest.mark.stress
-def test_the_default_suite_passes_on_machines_with_an_accelerator():
-    """Its device-dependent files, as on a CUDA machine and a Mac, both at once."""
+def test_the_default_suite_passes_on_machines_with_an_accelerator(tmp_path):
+    """Its device-dependent files, as on a CUDA machine (with NVIDIA's nvidia-smi) and a Mac,
+    both at once."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 9.0'\n")
+    smi.chmod(0o755)
+    env = {"pretend_cuda": {"PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"},
+           "pretend_mps": {}}
     runs = {machine: subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
          "not stress and not gpu", "tests/test_sections.py", "tests/test_a08.py",
-         "tests/test_gpu_articles.py"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-        env=clean_env(machine, accelerators=True)) for machine in MACHINES}
+         "tests/test_gpu_articles.py", "tests/test_flags.py", "tests/test_snapshots.py"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        env=clean_env(machine, accelerators=True) | env[machine]) for machine in MACHINES}
     for process in runs.values():
         out = process.communicate(timeout=900)[0]
         assert process.returncode == 0 and re.search(r"\d+ passed", out), out[-5000:]
