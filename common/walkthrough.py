@@ -1,8 +1,7 @@
 """Every script in the tutorial's order: python -m common.walkthrough
 
 Each runs in a fresh temporary folder (no litter); the first that fails stops the walkthrough.
-a08 runs under torchrun with two processes, as section 9.3 shows it, at 127.0.0.1 (a Mac whose
-name resolves to an ip6.arpa name leaves torchrun looking for itself; on Windows, where torchrun
+a08 runs under torchrun with two processes, as section 9.3 shows it (on Windows, where torchrun
 cannot start, with --spawn 2). Ctrl-C or SIGTERM stops the script, and the walkthrough."""
 
 import argparse
@@ -14,8 +13,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from torch.distributed.elastic.utils.distributed import get_free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-TORCHRUN = "torchrun --standalone --local-addr=127.0.0.1 --nproc_per_node=2"  # this machine
+# at 127.0.0.1, as itself too (a Mac whose name resolves to an ip6.arpa name leaves torchrun
+# looking for itself: with --standalone even so, on torch 2.4), at a free port
+TORCHRUN = (f"torchrun --master_addr=127.0.0.1 --master_port={get_free_port()} "
+            f"--local-addr=127.0.0.1 --nproc_per_node=2")
 STEPS = [("python", path.name) for path in sorted(ROOT.glob("a0[1-7]_*.py"))] + [
     ("python", "a08_ddp_torchrun.py --spawn 2") if platform.system() == "Windows"
     else (TORCHRUN, "a08_ddp_torchrun.py")]
