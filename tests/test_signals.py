@@ -129,6 +129,10 @@ def test_a_notebook_keeps_its_interrupt_button(monkeypatch):
     monkeypatch.setattr(sys, "argv", [str(ROOT / "a05_training_loop.py")])  # as %run sets it
     runner.run(lambda: None)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.setattr(sys, "argv", ["-c"])  # python -c "...", as pytest-xdist's workers
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-c", "import a05_training_loop"])
+    runner.run(lambda: None)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     monkeypatch.setattr(sys, "argv", ["my_a05.py"])
     monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-u", "my_a05.py"])
     try:
