@@ -38,7 +38,7 @@ HEADINGS = ["GPU how-to and GPU guide: device basics",
 @pytest.fixture(scope="module")
 def guides(runs) -> str:
     """a07 with the articles and the benchmark (sizes 64 and 256), on a torch whose adaptive
-    pooling refuses what MPS refuses (conftest.batch_jobs)."""
+    pooling refuses what MPS refuses (conftest.RUNS)."""
     result = runs("a07 --gpu-guides")
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -111,7 +111,7 @@ def test_sigterm_mid_training_keeps_a_whole_snapshot_and_the_same_command_resume
 @pytest.mark.stress
 def test_torchrun_max_restarts_resumes_after_a_killed_worker(tmp_path):
     """The README's command, a worker killed mid-training three times: torchrun restarts both,
-    which resume (each attempt's group apart from the last's: store_for_this_attempt)."""
+    which resume (each attempt's group apart from the last's: store_for_torchrun_restarts)."""
     rendezvous = ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
     output = tmp_path / "output.txt"
     with open(output, "w") as sink:  # not a pipe: nobody reads one while the run goes on
