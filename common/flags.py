@@ -72,16 +72,16 @@ def training_parser(doc: str | None, plot: bool = True) -> Parser:
     return parser
 
 
-def one_process_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if processes.lacks_a_full_batch(EXAMPLES, 1, args.batch_size):
-        parser.error(f"argument --batch-size: {args.batch_size} is larger than the "
+def one_process_batch(parser: argparse.ArgumentParser, batch_size: int) -> None:
+    if processes.lacks_a_full_batch(EXAMPLES, 1, batch_size):
+        parser.error(f"argument --batch-size: {batch_size} is larger than the "
                      f"{EXAMPLES} training examples; use 1 to {EXAMPLES}")
 
 
 def a05(doc: str, argv: list[str] | None) -> argparse.Namespace:
     parser = training_parser(doc)
     args = parser.parse_args(argv)
-    one_process_batch(parser, args)
+    one_process_batch(parser, args.batch_size)
     return args
 
 
@@ -94,7 +94,7 @@ def a06(doc: str, argv: list[str] | None) -> argparse.Namespace:
                         help="restore this checkpoint instead of training "
                              "(default: train, then save to --path)")
     args = parser.parse_args(argv)
-    one_process_batch(parser, args)
+    one_process_batch(parser, args.batch_size)
     if args.load is None and (problem := checkpoints.check_writable(args.path, "--path")):
         parser.error(f"argument --path: {problem}")  # before training, not after it
     return args
@@ -140,7 +140,7 @@ def a07(doc: str, argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpu-guides", action="store_true", help="after the tutorial's "
                         "sections, run the two GPU articles' code, corrected (default: off)")
     args = parser.parse_args(argv)
-    one_process_batch(parser, args)
+    one_process_batch(parser, args.batch_size)
     check_amp(parser, args.amp, (shown := devices.device_to_show(args.device).type))
     if shown == "cuda" and (missing := devices.gpu_missing_from_build()):
         runner.fail(missing)  # before section 9.1's first CUDA operation fails on it
