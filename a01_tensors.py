@@ -71,8 +71,7 @@ def section_2_3_operations() -> None:
     print("tensor2d @ tensor2d.T:\n", tensor2d @ tensor2d.T, sep="")
 
 
-def main(argv: list[str] | None = None) -> None:
-    flags.Parser(__doc__).parse_args(argv)
+def main() -> None:
     section_1_3_environment()
     tensor1d = section_2_1_ranks()
     section_2_1_from_numpy()
@@ -81,4 +80,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    flags.Parser(__doc__).parse_args()  # --help
     runner.run(main)

@@ -43,11 +43,11 @@ def section_4_gradients() -> None:
     print("after loss.backward(), b.grad:", b.grad)
 
 
-def main(argv: list[str] | None = None) -> None:
-    flags.Parser(__doc__).parse_args(argv)
+def main() -> None:
     section_3_forward_pass()
     section_4_gradients()
 
 
 if __name__ == "__main__":
+    flags.Parser(__doc__).parse_args()  # --help
     runner.run(main)

@@ -46,12 +46,12 @@ def section_5_seeded_forward() -> None:
     print("torch.softmax(model(X), dim=1):", out)
 
 
-def main(argv: list[str] | None = None) -> None:
-    flags.Parser(__doc__).parse_args(argv)
+def main() -> None:
     section_5_architecture()
     section_5_exercise_a3()
     section_5_seeded_forward()
 
 
 if __name__ == "__main__":
+    flags.Parser(__doc__).parse_args()  # --help
     runner.run(main)

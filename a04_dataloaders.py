@@ -61,12 +61,12 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
     print_batches(loader)
 
 
-def main(argv: list[str] | None = None) -> None:
-    flags.Parser(__doc__).parse_args(argv)
+def main() -> None:
     train_ds, test_ds = section_6_dataset()
     section_6_loaders(train_ds, test_ds)
     section_6_num_workers(train_ds)
 
 
 if __name__ == "__main__":
+    flags.Parser(__doc__).parse_args()  # --help
     runner.run(main)

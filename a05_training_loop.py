@@ -7,32 +7,8 @@ Run: python a05_training_loop.py [--plot PATH]
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
 from common import NeuralNetwork, compute_accuracy, flags, plots, runner, toy_data, toy_loaders
-
-
-def train(model: torch.nn.Module, train_loader: DataLoader,
-          optimizer: torch.optim.Optimizer, num_epochs: int) -> list[float]:
-    losses = []  # EXTRA: kept for --plot
-    for epoch in range(num_epochs):
-        model.train()
-        for batch_idx, (features, labels) in enumerate(train_loader):
-            logits = model(features)
-            loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
-
-            optimizer.zero_grad()  # otherwise gradients accumulate across batches
-            loss.backward()
-            optimizer.step()
-            losses.append(runner.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
-
-            # LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
-            print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
-                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
-                  f" | Train/Val Loss: {loss:.2f}")
-        model.eval()
-        # Optional model evaluation would go here
-    return losses
 
 
 def show_predictions(model: torch.nn.Module) -> None:
@@ -52,14 +28,36 @@ def show_predictions(model: torch.nn.Module) -> None:
     print("torch.sum(predictions == y_train):", torch.sum(predictions == y_train))
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = flags.a05(__doc__, argv)  # EXTRA: the text's knobs (and --plot), checked
+def main(plot: str | None = None) -> None:
     runner.heading("7 A typical training loop")
-    train_loader, test_loader = toy_loaders(args.batch_size)
-    torch.manual_seed(args.seed)
+    train_loader, test_loader = toy_loaders()  # section 6's loaders
+    torch.manual_seed(123)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    losses = train(model, train_loader, optimizer, args.epochs)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+
+    num_epochs = 3
+    losses = []  # EXTRA: each batch's loss, for --plot
+    for epoch in range(num_epochs):
+
+        model.train()
+        for batch_idx, (features, labels) in enumerate(train_loader):
+
+            logits = model(features)
+
+            loss = F.cross_entropy(logits, labels)  # Loss function (on the logits: no softmax)
+
+            optimizer.zero_grad()  # otherwise gradients accumulate across batches
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())  # EXTRA: for --plot
+
+            ### LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
+            print(f"Epoch: {epoch+1:03d}/{num_epochs:03d}"
+                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
+                  f" | Train/Val Loss: {loss:.2f}")
+
+        model.eval()
+        # Optional model evaluation
 
     runner.heading("7 Predictions on the training set")
     show_predictions(model)
@@ -67,10 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     runner.heading("7 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader))
     print("Test accuracy:", compute_accuracy(model, test_loader))
-
-    if args.plot is not None:  # EXTRA: --plot
-        plots.plot_training(losses, model, args.plot)
+    plots.plot_training(losses, model, plot)  # EXTRA: --plot PATH (without a path: nothing)
 
 
 if __name__ == "__main__":
-    runner.run(main)
+    runner.run(main, flags.a05(__doc__).plot)

@@ -24,8 +24,8 @@ from common import (
 )
 
 
-def train(model: torch.nn.Module, train_loader: DataLoader,
-          optimizer: torch.optim.Optimizer, num_epochs: int) -> None:
+def train_as_in_section_7(model: torch.nn.Module, train_loader: DataLoader,
+                          optimizer: torch.optim.Optimizer, num_epochs: int) -> None:
     """Section 7's loop, as a05 runs it."""
     for epoch in range(num_epochs):
         model.train()
@@ -36,7 +36,6 @@ def train(model: torch.nn.Module, train_loader: DataLoader,
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            runner.require_finite_loss(loss.item())  # EXTRA: a diverged run saves nothing
 
             print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
                   f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
@@ -62,15 +61,16 @@ def report(model: torch.nn.Module) -> None:
     print("Test accuracy:", compute_accuracy(model, test_loader))
 
 
-def save(model: torch.nn.Module, path: str) -> None:
-    # EXTRA: torch.save writes a temporary file, renamed to `path` once whole, so an
-    # interrupted save never leaves a half-written file
+def save_model(model: torch.nn.Module, path: str) -> None:
+    # EXTRA: never weights that diverged (nan); torch.save writes a temporary file, renamed to
+    # `path` once whole, so an interrupted save never leaves a half-written file
+    checkpoints.require_finite(model.state_dict(), path)
     with checkpoints.atomic_path(path) as tmp_path:
         torch.save(model.state_dict(), tmp_path)
     print(f"Saved model.state_dict() to {path}")
 
 
-def load(path: str) -> torch.nn.Module:
+def load_model(path: str) -> torch.nn.Module:
     model = NeuralNetwork(2, 2)  # needs to match the saved model's architecture exactly
     with checkpoints.explain_load_errors(path):  # EXTRA: an unusable file is one line
         # weights_only=True: load tensors only, never code (the default since torch 2.6)
@@ -78,23 +78,22 @@ def load(path: str) -> torch.nn.Module:
     return model
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = flags.a06(__doc__, argv)  # EXTRA: the text's knobs, --path and --load, checked
-    if args.load is not None:  # EXTRA: restore a saved file without training
+def main(path: str = "model.pth", load: str | None = None) -> None:
+    if load is not None:  # EXTRA: --load PATH restores a saved file without training
         runner.heading("8 Loading a saved model")
-        report(load(args.load))
+        report(load_model(load))
         return
 
     runner.heading("7 (recap) Training the model")
-    train_loader, _ = toy_loaders(args.batch_size)
-    torch.manual_seed(args.seed)
+    train_loader, _ = toy_loaders()
+    torch.manual_seed(123)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    train(model, train_loader, optimizer, args.epochs)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    train_as_in_section_7(model, train_loader, optimizer, num_epochs=3)
 
     runner.heading("8 Saving and loading models")
-    save(model, args.path)
-    restored = load(args.path)
+    save_model(model, path)
+    restored = load_model(path)
 
     # EXTRA: show that the restored model is the trained one
     same = torch.equal(predict(model), predict(restored))
@@ -103,4 +102,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    runner.run(main)
+    args = flags.a06(__doc__)  # --path PATH, --load PATH
+    runner.run(main, args.path, args.load)

@@ -7,7 +7,6 @@ Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark] [--gpu-
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
 from common import (
     NeuralNetwork,
@@ -15,7 +14,6 @@ from common import (
     devices,
     flags,
     gpu_articles,
-    plots,
     runner,
     toy_loaders,
 )
@@ -35,63 +33,58 @@ def section_9_1_tensors_on_device(device: torch.device | None) -> None:
             print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
 
 
-def train(model: torch.nn.Module, train_loader: DataLoader,
-          optimizer: torch.optim.Optimizer, num_epochs: int,
-          device: torch.device,  # NEW: the device to train on
-          amp: str | None) -> list[float]:  # EXTRA: --amp
-    losses = []  # EXTRA: kept for --plot
+def main(chosen: torch.device | None = None, benchmark: bool = False,
+         sizes: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048),
+         gpu_guides: bool = False) -> None:
+    runner.heading("9.1 Computations on GPU devices")
+    section_9_1_tensors_on_device(chosen)
+    if benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
+        devices.exercise_a4(sizes)
+        gpu_articles.tensor_cores(max(sizes))
+
+    runner.heading("9.2 Single-GPU training")
+    train_loader, test_loader = toy_loaders()  # section 6's loaders
+    torch.manual_seed(123)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW
+    if device.type == "cpu":  # NEW: the text's variant for Apple-silicon Macs
+        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+    device = chosen or device  # EXTRA: --device, where given, overrides the choice above
+    model = model.to(device)  # NEW
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+
+    num_epochs = 3
     for epoch in range(num_epochs):
+
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
-            features, labels = features.to(device), labels.to(device)  # NEW: batch to device
-            with devices.autocast(device, amp):  # EXTRA: --amp, mixed precision
-                logits = model(features)
-                loss = F.cross_entropy(logits, labels)  # works on the logits, no softmax needed
+
+            features, labels = features.to(device), labels.to(device)  # NEW
+            logits = model(features)
+
+            loss = F.cross_entropy(logits, labels)  # Loss function (on the logits: no softmax)
 
             optimizer.zero_grad()  # otherwise gradients accumulate across batches
             loss.backward()
             optimizer.step()
-            losses.append(runner.require_finite_loss(loss.item()))  # EXTRA: diverged: stop
 
-            # LOGGING
-            print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
+            ### LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
+            print(f"Epoch: {epoch+1:03d}/{num_epochs:03d}"
                   f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
                   f" | Train/Val Loss: {loss:.2f}")
+
         model.eval()
-        # Optional model evaluation would go here
-    return losses
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = flags.a07(__doc__, argv)  # EXTRA: the text's knobs and ours, checked
-    runner.heading("9.1 Computations on GPU devices")
-    section_9_1_tensors_on_device(args.device)
-    if args.benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
-        devices.exercise_a4(args.sizes)
-        gpu_articles.tensor_cores(max(args.sizes))
-
-    runner.heading("9.2 Single-GPU training")
-    train_loader, test_loader = toy_loaders(args.batch_size)
-    torch.manual_seed(args.seed)
-    model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW: the device
-    if device.type == "cpu":  # NEW: the text's variant for Apple-silicon Macs
-        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
-    device = args.device or device  # EXTRA: --device, where given, overrides the choice above
-    model = model.to(device)  # NEW: the parameters move to the device
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    losses = train(model, train_loader, optimizer, args.epochs, device, args.amp)
+        # Optional model evaluation
 
     runner.heading("9.2 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
     print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
-
-    # EXTRA: the two GPU articles (--gpu-guides) on the device chosen above, and --plot
-    if args.gpu_guides:
-        gpu_articles.run_gpu_articles(device, args)
-    if args.plot is not None:
-        plots.plot_training(losses, model, args.plot)
+    if gpu_guides:  # EXTRA: the two GPU articles, on the device chosen above
+        gpu_articles.run_gpu_articles(device)
 
 
 if __name__ == "__main__":
-    runner.run(main)
+    args = flags.a07(__doc__)  # --device, --benchmark, --sizes, --gpu-guides
+    runner.run(main, args.device, args.benchmark, args.sizes, args.gpu_guides)

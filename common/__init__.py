@@ -59,7 +59,7 @@ class ToyDataset(Dataset):
         return self.labels.shape[0]
 
 
-def toy_loaders(batch_size: int = 2) -> tuple[DataLoader, DataLoader]:
+def toy_loaders() -> tuple[DataLoader, DataLoader]:
     """Section 6's loaders as sections 7 to 9.2 use them: (train_loader, test_loader).
 
     The training loader shuffles and drops the last incomplete batch; call
@@ -71,14 +71,14 @@ def toy_loaders(batch_size: int = 2) -> tuple[DataLoader, DataLoader]:
 
     train_loader = DataLoader(
         dataset=train_ds,
-        batch_size=batch_size,
+        batch_size=2,
         shuffle=True,
         num_workers=0,
         drop_last=True,
     )
     test_loader = DataLoader(
         dataset=test_ds,
-        batch_size=batch_size,
+        batch_size=2,
         shuffle=False,
         num_workers=0,
     )

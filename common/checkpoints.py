@@ -123,7 +123,16 @@ def why_unusable(path: str, err: Exception) -> str:
     return f"does not fit this model ({(lines[1:] or lines)[0].strip()[:160]})"
 
 
-SETTINGS = ("lr", "batch_size", "seed", "num_samples", "amp")  # what decides a run's numbers
+SETTINGS = ("batch_size", "num_samples")  # the flags that decide a run's numbers
+
+
+def require_finite(state_dict: dict, path: str) -> None:
+    """Weights that became NaN or infinite (a learning rate too large: the loss printed nan)
+    are never written over ``path``."""
+    if not all(torch.isfinite(tensor).all() for tensor in state_dict.values()
+               if torch.is_tensor(tensor) and tensor.is_floating_point()):
+        raise UserError(f"the model's weights are no longer finite numbers (the loss diverged: "
+                        f"is the learning rate too large?), so nothing was written to {path}")
 
 
 @dataclass
@@ -136,6 +145,7 @@ class Snapshot:
     settings: dict
 
     def save(self, path: str) -> None:
+        require_finite(self.model, path)
         with atomic_path(path, "--snapshot") as tmp:
             torch.save(vars(self), tmp)
 
@@ -159,12 +169,17 @@ class Snapshot:
         return cls(**content)
 
 
+def settings_of(args) -> dict:
+    return {name: getattr(args, name) for name in SETTINGS}
+
+
 def resume(path: str | None, model: torch.nn.Module, optimizer, settings: dict,
-           num_epochs: int, name: str) -> int:
+           num_epochs: int, rank: int) -> int:
     """Before DDP(...): rank 0 reads --snapshot and hands it to every process (other machines
-    need not see the file); the epochs it holds, 0 without one."""
+    need not see the file); the epochs it holds, 0 without one. The optimizer's state holds
+    the learning rate too: the one the snapshot's run used, which the run goes on with."""
     snapshot = None
-    if path and dist.get_rank() == 0 and os.path.exists(path):
+    if path and rank == 0 and os.path.exists(path):
         try:
             snapshot = Snapshot.load(path, settings)
         except UserError as err:
@@ -178,7 +193,9 @@ def resume(path: str | None, model: torch.nn.Module, optimizer, settings: dict,
     model.load_state_dict(shared[0].model)
     optimizer.load_state_dict(shared[0].optimizer)
     done = shared[0].epochs_completed
-    print(f"{name} Resuming from epoch {done} ({path}): continuing with epoch {done + 1}"
-          if done < num_epochs else f"{name} {path} holds {done} finished epochs, all that "
-          f"--epochs {num_epochs} asks for: nothing left to train (a larger --epochs trains on)")
+    if rank == 0:
+        print(f"Resuming from epoch {done} ({path}): continuing with epoch {done + 1} at the "
+              f"snapshot's lr={optimizer.param_groups[0]['lr']:g}" if done < num_epochs else
+              f"{path} holds {done} finished epochs, all that --epochs {num_epochs} asks for: "
+              f"nothing left to train (a larger --epochs trains on)")
     return done

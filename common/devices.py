@@ -1,6 +1,6 @@
 """Devices, not the tutorial's code: whether this install fits this machine (a01: each way it
-misses the GPU is one line, with the command that fits), a device per process, --amp's
-autocast, Exercise A.4."""
+misses the GPU is one line, with the command that fits), whether a08's processes have a GPU
+each, Exercise A.4."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import contextlib
 import os
 import platform
 import subprocess
-import warnings
 
 import torch
 import torch.distributed
@@ -17,7 +16,6 @@ from common.runner import heading, words
 
 INDEX = "https://download.pytorch.org/whl"  # PyTorch's own wheels, a folder per CUDA version
 SELECTOR = "https://pytorch.org/get-started/locally/"
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def accelerator() -> str | None:
@@ -60,7 +58,10 @@ def mps_off() -> str | None:
         return (f"MPS is off: torch {torch.__version__} supports Apple's GPU only on macOS 14 "
                 f"or newer, and this Mac runs macOS {macos}; update macOS, or install an "
                 f'older torch (pip install "torch<2.9")')
-    return None
+    return (f"this Mac has Apple's GPU and torch {torch.__version__} is built for it, but this "
+            f"process sees no Metal device: it runs in a sandbox or a virtual machine (an "
+            f"IDE's or an agent's sandbox, a VM, a container), which hides the GPU; run it from "
+            f"macOS's own Terminal")
 
 
 def no_distributed() -> str | None:
@@ -163,21 +164,25 @@ def install_advice(capability: tuple[int, int] | None) -> str:
             f"{release} built for CUDA {fitting[0][1]}, which runs on this GPU")
 
 
-def gpu_shortage(processes_here: int) -> tuple[str | None, bool]:
-    """Why this machine's processes cannot have a CUDA GPU each, or None; and whether a GPU
-    is there to say it of (a CPU-only machine needs no note)."""
+def gpu_shortage(processes_here: int) -> str | None:
+    """Why this machine's processes cannot have a CUDA GPU each, or None (torch's answer; the
+    driver's, nvidia-smi, is gpu_unused's)."""
     gpus = torch.cuda.device_count()
-    unseen = None if gpus else gpu_unused()  # asks nvidia-smi
     if gpus == 0:
-        return unseen or "this machine has no usable CUDA GPU; use --device cpu (or auto)", \
-            bool(unseen)
+        return "this machine has no usable CUDA GPU; use --device cpu (or auto)"
     if platform.system() == "Windows":  # no NCCL; gloo crashes on CUDA tensors from 2.8
         return ("on Windows the processes meet through gloo, which cannot carry CUDA tensors "
-                "(pytorch/pytorch#186535); use --device cpu (or auto), or WSL2"), True
+                "(pytorch/pytorch#186535); use --device cpu (or auto), or WSL2")
     if processes_here > gpus:
         return (f"{processes_here} processes on this machine but only {gpus} GPU(s), and NCCL "
-                f"refuses two processes on one GPU; start {gpus}, or use --device cpu"), True
-    return gpu_missing_from_build(), True
+                f"refuses two processes on one GPU; start {gpus}, or use --device cpu")
+    return gpu_missing_from_build()
+
+
+def gpu_of_its_own(kind: str) -> bool:
+    """a08 --device (auto, cpu, cuda): whether each process on this machine trains on a CUDA
+    GPU of its own (flags.a08 said why not, once)."""
+    return kind != "cpu" and gpu_shortage(int(os.environ.get("LOCAL_WORLD_SIZE", 1))) is None
 
 
 def device_to_show(device: torch.device | None) -> torch.device:
@@ -205,32 +210,6 @@ def show_device(given: torch.device | None) -> torch.device:
           "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
           "to be on the same device. Every tensor in one operation must live on one device.")
     return device
-
-
-def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
-    """Why autocast in ``dtype`` cannot run on ``device_type``, or None. Where torch lacks a
-    dtype it warns and computes in float32: refused too, not mislabelled."""
-    name = str(dtype).removeprefix("torch.")
-    if dtype == torch.float16 and device_type == "cpu":
-        return "float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on the CPU use bf16"
-    is_available = getattr(torch.amp, "is_autocast_available", None)  # torch 2.4+
-    if is_available is not None and not is_available(device_type):
-        return f"torch {torch.__version__} has no autocast on {device_type}"
-    with warnings.catch_warnings(record=True) as warned:
-        warnings.simplefilter("always")
-        try:
-            enabled = torch.autocast(device_type=device_type, dtype=dtype)._enabled
-        except (RuntimeError, AssertionError) as err:
-            return f"{name} autocast on {device_type}: {str(err).splitlines()[0]}"
-    if not enabled:
-        reason = str(warned[0].message).splitlines()[0] if warned else "disabled by torch"
-        return f"{name} autocast on {device_type} with torch {torch.__version__}: {reason}"
-    return None
-
-
-def autocast(device: torch.device, amp: str | None) -> contextlib.AbstractContextManager:
-    """--amp's autocast; no GradScaler: this model's gradients stay in float16's range."""
-    return torch.autocast(device.type, AMP_DTYPES[amp]) if amp else contextlib.nullcontext()
 
 
 def time_matmul(shape: tuple[int, int, int], device: torch.device,

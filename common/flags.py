@@ -1,6 +1,8 @@
-"""Every script's flags, not the tutorial's code: defaults that are the tutorial's values, types
-that name the allowed range, and the checks no single flag can make, all before any work. A
-mistake is one usage line and exit status 2 (a launch variable: one line and 1)."""
+"""Every script's flags, not the tutorial's code: what the text does not do (a file, a device, a
+launcher's choice, a08's long runs), each defaulting to the text's behaviour, with the checks no
+single flag can make, all before any work. A mistake is one usage line and exit status 2 (a
+launch variable: one line and 1). The text's constants (lr=0.5, num_epochs = 3) stand in the
+scripts, where a learner changes them."""
 
 from __future__ import annotations
 
@@ -37,7 +39,6 @@ def number(kind: type, low: float, high: float):
 
 
 POSITIVE = number(int, 1, 10**9)
-EXAMPLES = 5  # section 6's training examples
 
 
 def plot_path(text: str) -> str:
@@ -54,60 +55,26 @@ def plot_path(text: str) -> str:
     return text
 
 
-def training_parser(doc: str | None, plot: bool = True) -> Parser:
-    """The knobs of section 7's training loop, with the tutorial's values as defaults."""
+def a05(doc: str) -> argparse.Namespace:
     parser = Parser(doc)
-    parser.add_argument("--epochs", type=POSITIVE, default=3,
-                        help="passes over the training data (default: %(default)s)")
-    parser.add_argument("--lr", type=number(float, 0, 1e38), default=0.5,  # a float32 holds it
-                        help="SGD learning rate (default: %(default)s)")
-    parser.add_argument("--batch-size", type=POSITIVE, default=2,
-                        help="examples per training batch (default: %(default)s)")
-    parser.add_argument("--seed", type=number(int, 0, 2**64 - 1), default=123,
-                        help="seed for torch.manual_seed (default: %(default)s)")
-    if plot:
-        parser.add_argument("--plot", metavar="PATH", type=plot_path,
-                            help="save a PNG of the loss per batch and the decision boundary "
-                                 "(needs matplotlib; default: no plot)")
-    return parser
+    parser.add_argument("--plot", metavar="PATH", type=plot_path,
+                        help="save a PNG of the loss per batch and the decision boundary "
+                             "(needs matplotlib; default: no plot)")
+    return parser.parse_args()
 
 
-def one_process_batch(parser: argparse.ArgumentParser, batch_size: int) -> None:
-    if processes.lacks_a_full_batch(EXAMPLES, 1, batch_size):
-        parser.error(f"argument --batch-size: {batch_size} is larger than the "
-                     f"{EXAMPLES} training examples; use 1 to {EXAMPLES}")
-
-
-def a05(doc: str, argv: list[str] | None) -> argparse.Namespace:
-    parser = training_parser(doc)
-    args = parser.parse_args(argv)
-    one_process_batch(parser, args.batch_size)
-    return args
-
-
-def a06(doc: str, argv: list[str] | None) -> argparse.Namespace:
-    parser = training_parser(doc, plot=False)
+def a06(doc: str) -> argparse.Namespace:
+    parser = Parser(doc)
     parser.add_argument("--path", default="model.pth",
                         help="where to save the trained model's state_dict "
                              "(default: %(default)s, in the current directory)")
     parser.add_argument("--load", metavar="PATH", default=None,
                         help="restore this checkpoint instead of training "
                              "(default: train, then save to --path)")
-    args = parser.parse_args(argv)
-    one_process_batch(parser, args.batch_size)
+    args = parser.parse_args()
     if args.load is None and (problem := checkpoints.check_writable(args.path, "--path")):
         parser.error(f"argument --path: {problem}")  # before training, not after it
     return args
-
-
-def add_amp_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--amp", choices=tuple(devices.AMP_DTYPES), help="train under autocast "
-                        "in bfloat16 or float16 (GPUs) (default: off, float32)")
-
-
-def check_amp(parser: argparse.ArgumentParser, amp: str | None, device_type: str) -> None:
-    if amp and (problem := devices.amp_problem(devices.AMP_DTYPES[amp], device_type)):
-        parser.error(f"argument --amp {amp}: {problem}")
 
 
 def a07_device(text: str) -> torch.device | None:
@@ -121,17 +88,16 @@ def a07_device(text: str) -> torch.device | None:
     if text not in ("auto", "cpu", found):
         raise argparse.ArgumentError(None, f"argument --device {text}: " + (
             f"this machine has no usable CUDA GPU (torch {torch.__version__})"
-            if text == "cuda" else f"MPS is not available here: "
+            if text == "cuda" else "MPS is not available here: "
             f"{devices.mps_off() or 'it needs an Apple-silicon Mac'}") + "; use --device auto "
             "or cpu")
     return None if text == "auto" else torch.device(text)
 
 
-def a07(doc: str, argv: list[str] | None) -> argparse.Namespace:
-    parser = training_parser(doc)
+def a07(doc: str) -> argparse.Namespace:
+    parser = Parser(doc)
     parser.add_argument("--device", type=a07_device, default="auto", metavar="{auto,cpu,cuda,mps}",
                         help="where to train; auto: CUDA, then MPS, then CPU (default: auto)")
-    add_amp_flag(parser)
     parser.add_argument("--benchmark", action="store_true", help="Exercise A.4: time matrix "
                         "multiplication on the CPU and the accelerator (default: off)")
     parser.add_argument("--sizes", type=lambda text: tuple(map(POSITIVE, text.split(","))),
@@ -139,31 +105,46 @@ def a07(doc: str, argv: list[str] | None) -> argparse.Namespace:
                         help="matrix sizes for --benchmark (default: 64,128,256,512,1024,2048)")
     parser.add_argument("--gpu-guides", action="store_true", help="after the tutorial's "
                         "sections, run the two GPU articles' code, corrected (default: off)")
-    args = parser.parse_args(argv)
-    one_process_batch(parser, args.batch_size)
-    check_amp(parser, args.amp, (shown := devices.device_to_show(args.device).type))
-    if shown == "cuda" and (missing := devices.gpu_missing_from_build()):
+    args = parser.parse_args()
+    if devices.device_to_show(args.device).type == "cuda" and \
+            (missing := devices.gpu_missing_from_build()):
         runner.fail(missing)  # before section 9.1's first CUDA operation fails on it
     return args
 
 
-def a08(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
-    """a08's flags, and torchrun's variables, checked before any process waits; ``--device``
-    comes back as what this process trains on: 'cuda' (LOCAL_RANK's GPU) or 'cpu'."""
-    parser = training_parser(doc)
-    add_amp_flag(parser)
+def a08_parser(doc: str | None = None) -> Parser:
+    parser = Parser(doc)
+    parser.add_argument("--epochs", type=POSITIVE, default=3,
+                        help="passes over the training data (default: %(default)s)")
+    parser.add_argument("--batch-size", type=POSITIVE, default=2,
+                        help="examples per batch in each process (default: %(default)s)")
+    parser.add_argument("--num-samples", type=POSITIVE, help="training examples, with "
+                        "noisy copies past 5 (default: 5, more where a process lacks a batch)")
+    parser.add_argument("--snapshot", metavar="PATH", help="save training state here after "
+                        "every epoch; resume from it (default: no snapshots)")
+    parser.add_argument("--timeout", type=number(float, 0, 2e6), default=120,
+                        help="seconds to wait for the other processes (default: %(default)s)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto: one CUDA GPU per process where there are enough, else the "
                              "CPU (default: %(default)s)")
-    parser.add_argument("--num-samples", type=POSITIVE, help="training examples, with "
-                        "noisy copies past 5 (default: 5, more where a process lacks a batch)")
-    parser.add_argument("--timeout", type=number(float, 0, 2e6), default=120,
-                        help="seconds to wait for the other processes (default: %(default)s)")
-    parser.add_argument("--snapshot", metavar="PATH", help="save training state here after "
-                        "every epoch; resume from it (default: no snapshots)")
     parser.add_argument("--spawn", type=POSITIVE, metavar="N", help="start N processes "
                         "here without torchrun, as on Windows (default: off)")
-    args = parser.parse_args(argv)
+    # the deprecated `python -m torch.distributed.launch` passes --local-rank=N; the same
+    # number is in LOCAL_RANK, which a08 reads, as under torchrun
+    parser.add_argument("--local-rank", "--local_rank", type=int, help=argparse.SUPPRESS)
+    return parser
+
+
+def a08_settings() -> argparse.Namespace:
+    """a08's flags, as each process reads them from its command line (as it reads MASTER_ADDR
+    from its environment): --spawn's processes inherit their parent's. a08() checked them."""
+    return a08_parser().parse_args()
+
+
+def a08(doc: str) -> argparse.Namespace:
+    """a08's flags, and torchrun's variables, checked before any process waits."""
+    parser = a08_parser(doc)
+    args = parser.parse_args()
     if args.spawn and "RANK" in os.environ:
         parser.error("argument --spawn: torchrun started the processes already; use one or "
                      "the other")
@@ -180,12 +161,10 @@ def a08(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
                      f"{launch.world_size} processes without a full batch of {args.batch_size}; "
                      f"use at least {launch.world_size * args.batch_size}")
-    if args.device != "cpu":
-        shortage, unseen = devices.gpu_shortage(launch.local_world_size)
-        if shortage and args.device == "cuda":
-            parser.error(f"argument --device cuda: {shortage}")
-        if shortage and unseen and launch.rank == 0:
-            print(f"Note: training on the CPU: {shortage}")
-        args.device = "cpu" if shortage else "cuda"
-    check_amp(parser, args.amp, args.device)
+    if args.device != "cpu" and (shortage := devices.gpu_shortage(launch.local_world_size)):
+        unseen = None if torch.cuda.device_count() else devices.gpu_unused()  # nvidia-smi
+        if args.device == "cuda":
+            parser.error(f"argument --device cuda: {unseen or shortage}")
+        if launch.rank == 0 and (torch.cuda.device_count() or unseen):  # a GPU to speak of
+            print(f"Note: training on the CPU: {unseen or shortage}")
     return args

@@ -8,7 +8,6 @@ published fixed (each fix says FIXED and why); then the parts that run and measu
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import warnings
@@ -20,10 +19,11 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from common import NeuralNetwork, compute_accuracy, toy_loaders
-from common.devices import amp_problem, autocast, device_to_show, time_matmul
+from common.devices import device_to_show, time_matmul
 from common.runner import heading
 
 NO_CUDA = "(no CUDA GPU here)"
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class LinearRegression(nn.Module):
@@ -142,11 +142,11 @@ class TransformerLM(nn.Module):
         return self.fc(hidden)  # logits for every position: (batch, sequence, vocab)
 
 
-def run_gpu_articles(device: torch.device, args: argparse.Namespace) -> None:
-    """Every part, on a07's device; ``args``: a07's flags (section 9.2's training knobs)."""
+def run_gpu_articles(device: torch.device) -> None:
+    """Every part, on a07's device."""
     device_basics(device)
     data_parallel(device)
-    mixed_precision(device, args)
+    mixed_precision(device)
     with warnings.catch_warnings():  # torch 2.4's checkpoint uses its own deprecated autocast
         warnings.filterwarnings("ignore", message=r".*torch\.cpu\.amp\.autocast",
                                 category=FutureWarning)
@@ -217,13 +217,13 @@ def data_parallel(device: torch.device) -> None:
           "(DDP over a gloo process group, as a08 runs on CPUs, is the current form)")
 
 
-def mixed_precision(device: torch.device, args: argparse.Namespace) -> None:
+def mixed_precision(device: torch.device) -> None:
     heading("GPU guide: mixed precision (section 9.2's model under torch.autocast)")
-    results = {"float32": train_in_precision(None, args, device)}
+    results = {"float32": train_in_precision(None, device)}
     if not left_out("bfloat16", device):
-        results["bfloat16"] = train_in_precision("bf16", args, device)
+        results["bfloat16"] = train_in_precision("bf16", device)
     if device.type == "cuda" and not left_out("float16", device):
-        results["float16"] = train_in_precision("fp16", args, device)
+        results["float16"] = train_in_precision("fp16", device)
     for name, (losses, accuracy) in results.items():
         print(f"{name:>8}: losses {', '.join(f'{loss:.2f}' for loss in losses)}; "
               f"training accuracy {accuracy}")
@@ -362,20 +362,19 @@ def checkpointed_gradients_match(model: Blocks, device: torch.device) -> bool:
     return all(torch.equal(a, b) for a, b in zip(*grads, strict=True))
 
 
-def train_in_precision(amp: str | None, args: Any,
-                       device: torch.device) -> tuple[list[float], float]:
-    """The GPU guide's mixed precision on section 9.2's model, data and loop (a07's flags in
-    ``args``): autocast in ``amp`` (None: float32, as a07), and for float16 the guide's
+def train_in_precision(amp: str | None, device: torch.device) -> tuple[list[float], float]:
+    """The GPU guide's mixed precision on section 9.2's model, data, loop and constants:
+    autocast in ``amp`` (None: float32, as a07), and for float16 the guide's
     ``torch.amp.GradScaler``, which multiplies the loss before backward so that small float16
     gradients do not round to zero, and divides them again before the step. (losses, training
     accuracy)."""
-    train_loader, _ = toy_loaders(args.batch_size)
-    torch.manual_seed(args.seed)
+    train_loader, _ = toy_loaders()
+    torch.manual_seed(123)
     model = NeuralNetwork(2, 2).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
     losses = []
-    for _ in range(args.epochs):
+    for _ in range(3):
         model.train()
         for features, labels in train_loader:
             features, labels = features.to(device), labels.to(device)
@@ -390,6 +389,32 @@ def train_in_precision(amp: str | None, args: Any,
                 optimizer.step()
             losses.append(loss.item())
     return losses, compute_accuracy(model, train_loader, device)
+
+
+def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
+    """Why autocast in ``dtype`` cannot run on ``device_type``, or None. Where torch lacks a
+    dtype it warns and computes in float32: refused too, not mislabelled."""
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.float16 and device_type == "cpu":
+        return "float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on the CPU use bf16"
+    is_available = getattr(torch.amp, "is_autocast_available", None)  # torch 2.4+
+    if is_available is not None and not is_available(device_type):
+        return f"torch {torch.__version__} has no autocast on {device_type}"
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        try:
+            enabled = torch.autocast(device_type=device_type, dtype=dtype)._enabled
+        except (RuntimeError, AssertionError) as err:
+            return f"{name} autocast on {device_type}: {str(err).splitlines()[0]}"
+    if not enabled:
+        reason = str(warned[0].message).splitlines()[0] if warned else "disabled by torch"
+        return f"{name} autocast on {device_type} with torch {torch.__version__}: {reason}"
+    return None
+
+
+def autocast(device: torch.device, amp: str | None) -> contextlib.AbstractContextManager:
+    """Autocast in ``amp`` ('bf16', 'fp16'), or float32 for None."""
+    return torch.autocast(device.type, AMP_DTYPES[amp]) if amp else contextlib.nullcontext()
 
 
 AMPERE = (8, 0)  # the CUDA capability from which tensor cores compute TF32 and bfloat16

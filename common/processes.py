@@ -1,6 +1,6 @@
 """a08's processes, not the tutorial's code: launch variables checked before any process
-waits, a device each, a store torchrun's restarts can use, --spawn, data for every process,
-rank 0's summary."""
+waits, the process group's timeout and a store torchrun's restarts can use, --spawn, data for
+every process, rank 0's summary, and leaving the group cleanly."""
 
 from __future__ import annotations
 
@@ -56,10 +56,10 @@ def _variable(env, name: str, low: int, high: int, default: int | None = None) -
     return int(text)
 
 
-def device_of_this_process(kind: str) -> torch.device:
-    """'cuda': the GPU of LOCAL_RANK (the text's rank is the local one), else the CPU."""
-    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if kind == "cuda" else \
-        torch.device("cpu")
+def group_options(timeout: float) -> dict:
+    """init_process_group's arguments beyond the text's: --timeout, and a store for torchrun's
+    restarts."""
+    return {"timeout": timedelta(seconds=timeout), "store": store_for_torchrun_restarts(timeout)}
 
 
 def store_for_torchrun_restarts(timeout: float) -> dist.Store | None:
@@ -79,8 +79,8 @@ def store_for_torchrun_restarts(timeout: float) -> dist.Store | None:
 
 def spawn(main: Callable[..., None], nprocs: int, *args: object) -> None:
     """--spawn N: ``main(rank, N, *args)`` in N processes, as the book's DDP-script.py starts
-    them, meeting at a free port without libuv (Windows' torch lacks it). A worker that fails
-    has said why."""
+    them, meeting at a free port without libuv (Windows' torch lacks it), each seeded as this
+    one is (new Pythons: they skip ``__main__``). A worker that fails has said why."""
     import torch.multiprocessing as mp
     from torch.distributed.elastic.utils.distributed import get_free_port
 
@@ -88,7 +88,7 @@ def spawn(main: Callable[..., None], nprocs: int, *args: object) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(get_free_port()), USE_LIBUV="0")
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # ours says it
     try:
-        mp.spawn(_worker, args=(nprocs, main, args), nprocs=nprocs)
+        mp.spawn(_worker, args=(nprocs, torch.initial_seed(), main, args), nprocs=nprocs)
     except mp.ProcessExitedException as err:
         if (code := err.exit_code or 1) < 0:  # a signal ended it; torch ended the others
             print(f"error: process {err.error_index} was ended by "
@@ -96,8 +96,9 @@ def spawn(main: Callable[..., None], nprocs: int, *args: object) -> None:
         sys.exit(128 - code if code < 0 else code)
 
 
-def _worker(rank: int, nprocs: int, main: Callable[..., None], args: tuple) -> None:
+def _worker(rank: int, nprocs: int, seed: int, main: Callable[..., None], args: tuple) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as run() does for a script
+    torch.manual_seed(seed)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nprocs),
                       LOCAL_WORLD_SIZE=str(nprocs))
     run(main, rank, nprocs, *args)
@@ -109,12 +110,12 @@ def lacks_a_full_batch(num_samples: int, world_size: int, batch_size: int) -> bo
     return math.ceil(num_samples / world_size) < batch_size
 
 
-def enlarge_for_processes(X: torch.Tensor, y: torch.Tensor, world_size: int,
-                          num_samples: int | None, batch_size: int,
-                          seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """--num-samples examples, else enough for a full batch each: the examples, then noisy
-    copies (std 0.1, as the text's remedy) from a generator that leaves the seed's alone."""
-    num_samples = num_samples or len(y)
+def enough_for_every_process(X: torch.Tensor, y: torch.Tensor, num_samples: int | None,
+                             batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """--num-samples examples, else enough for a full batch in each process: the examples,
+    then noisy copies (std 0.1, as the text's remedy) from a generator of their own, so that
+    the model's initial weights stay the text's."""
+    num_samples, world_size = num_samples or len(y), dist.get_world_size()
     if lacks_a_full_batch(num_samples, world_size, batch_size):
         num_samples = world_size * batch_size
         if dist.get_rank() == 0:
@@ -122,14 +123,10 @@ def enlarge_for_processes(X: torch.Tensor, y: torch.Tensor, world_size: int,
                   f"a full batch of {batch_size}; training on {num_samples} (the examples "
                   f"plus noisy copies; see --num-samples).")
     copies = math.ceil(num_samples / len(y)) - 1
-    noise = 0.1 * torch.randn((copies, *X.shape), generator=torch.Generator().manual_seed(seed))
+    generator = torch.Generator().manual_seed(torch.initial_seed())
+    noise = 0.1 * torch.randn((copies, *X.shape), generator=generator)
     X = torch.cat([X, (X + noise).reshape(-1, X.shape[1])])
     return X[:num_samples], y.repeat(copies + 1)[:num_samples]
-
-
-def process_name(device: torch.device) -> str:
-    """[GPU0], [GPU1], ... as in the text, or [CPU0], ... on CPUs: the global rank."""
-    return f"[{'GPU' if device.type == 'cuda' else 'CPU'}{dist.get_rank()}]"
 
 
 def report_summary(model: torch.nn.Module, loaders: tuple[DataLoader, ...],

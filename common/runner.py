@@ -1,10 +1,9 @@
 """How the scripts run, not the tutorial's code: ``run`` calls a script's ``main`` and ends it
 in one line where the learner can fix what went wrong (exit status 1; a flag's is 2, from
-``flags``); section headings; a diverged loss stops a run before it saves anything."""
+``flags``); section headings."""
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import sys
@@ -20,15 +19,6 @@ class UserError(Exception):
 def heading(title: str) -> None:
     """A section heading; the title starts with the tutorial's section number."""
     print(f"\n=== {title} ===")
-
-
-def require_finite_loss(loss: float) -> float:
-    """A loss that became NaN or infinite: the run diverged, so it stops before saving."""
-    if not math.isfinite(loss):
-        raise UserError(f"the training loss became {loss}: the weights diverged (--lr too "
-                        f"large?); nothing from this epoch was saved. Try a smaller --lr (with "
-                        f"--snapshot, and another path: the file holds this --lr)")
-    return loss
 
 
 def run(main: Callable[..., None], *args: object) -> None:
