@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import a08_ddp_torchrun as a08
-from common import NeuralNetwork, flags
+from common import NeuralNetwork
 from conftest import ROOT, a08_command, clean_env, free_port, run, run_together
 
 LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/003 \| Batchsize 002 \| "
@@ -133,13 +133,15 @@ def test_a08_says_so_when_gradients_are_not_averaged(ddp_runs):
 
 
 def train_loaders(nproc: int, monkeypatch) -> list:
-    """a08's training loader as each of ``nproc`` processes builds it."""
-    args = flags.a08(a08.__doc__, [])
+    """a08's training loader as each of ``nproc`` processes builds it (seeded as __main__)."""
+    monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py"])
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "gloo")
+    torch.manual_seed(123)
     loaders = []
     for rank in range(nproc):
         monkeypatch.setattr(dist, "get_world_size", lambda group=None: nproc)
         monkeypatch.setattr(dist, "get_rank", lambda group=None, rank=rank: rank)
-        loaders.append(a08.prepare_dataset(args, nproc, torch.device("cpu"))[0])
+        loaders.append(a08.prepare_dataset()[0])
     return loaders
 
 
@@ -201,26 +203,37 @@ def test_ddp_equals_one_process_on_the_joined_batches(key, ddp_runs, monkeypatch
 
 
 def test_a08_pins_memory_only_for_gpu_processes(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py"])
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 1)
     monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
-    args = flags.a08(a08.__doc__, [])
-    for device, pinned in (("cpu", False), ("cuda", True)):
-        assert a08.prepare_dataset(args, 1, torch.device(device))[0].pin_memory is pinned
+    for backend, pinned in (("gloo", False), ("nccl", True)):
+        monkeypatch.setattr(dist, "get_backend", lambda group=None, backend=backend: backend)
+        assert a08.prepare_dataset()[0].pin_memory is pinned
 
 
-@pytest.mark.parametrize(("system", "device", "backend", "libuv"), [
-    ("Linux", torch.device("cuda", 0), "nccl", "1"),
-    ("Linux", torch.device("cpu"), "gloo", "1"),
-    ("Windows", torch.device("cpu"), "gloo", "0"),  # a08 never trains on CUDA there
+@pytest.mark.parametrize(("system", "gpus", "argv", "local", "backend", "gpu", "libuv"), [
+    ("Linux", 2, [], "1", "nccl", 1, "1"),  # LOCAL_RANK's GPU, not RANK's (3)
+    ("Linux", 2, ["--device", "cpu"], "1", "gloo", None, "1"),
+    ("Linux", 1, [], "1", "gloo", None, "1"),  # 2 processes here, 1 GPU
+    ("Linux", 0, [], "0", "gloo", None, "1"),
+    ("Windows", 2, [], "1", "gloo", None, "0"),  # a08 never trains on CUDA there
 ])
-def test_a08_process_group_backend(system, device, backend, libuv, monkeypatch):
-    calls = []
+def test_a08_process_group_backend(system, gpus, argv, local, backend, gpu, libuv,
+                                   monkeypatch):
+    calls, chosen = [], []
     monkeypatch.setattr(platform, "system", lambda: system)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py", *argv])
     monkeypatch.setattr(a08, "init_process_group", lambda **kwargs: calls.append(kwargs))
-    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
-    monkeypatch.setenv("USE_LIBUV", "1")
-    a08.ddp_setup(0, 1, device, 5.0)
-    assert [call["backend"] for call in calls] == [backend]
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    for name, value in {"USE_LIBUV": "1", "RANK": "3", "LOCAL_RANK": local,
+                        "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "4"}.items():
+        monkeypatch.setenv(name, value)
+    a08.ddp_setup(3, 4)
+    assert [(call["backend"], call["rank"], call["world_size"]) for call in calls] == \
+        [(backend, 3, 4)]
+    assert calls[0]["timeout"].total_seconds() == 120
+    assert chosen == ([gpu] if gpu is not None else [])
     assert os.environ["USE_LIBUV"] == libuv
 
 

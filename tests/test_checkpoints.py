@@ -95,7 +95,7 @@ def test_the_explained_remedies_work(files):
         NeuralNetwork(2, 2).load_state_dict(loaded)
 
 
-def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files, monkeypatch):
+def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files):
     """The file is fine, the learner's edit of a06's load line is wrong (a keyword mistyped):
     the edited script, run from its own path in the clone."""
     folder, _ = files
@@ -105,9 +105,8 @@ def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files, monkey
     edited = {"__name__": "edited"}
     exec(compile(source.replace(line, "torch.load(path, weights_only=True), strictt=True))"),
                  str(ROOT / "a06_save_load.py"), "exec"), edited)
-    monkeypatch.setattr(sys, "argv", ["a06_save_load.py", "--load", str(folder / "good.pth")])
     with pytest.raises(TypeError, match="strictt"):
-        runner.run(edited["main"])
+        runner.run(edited["main"], "unused.pth", str(folder / "good.pth"))  # --load
 
 
 KILLED_MID_SAVE = """
@@ -210,12 +209,18 @@ def test_a_link_is_followed_and_its_target_replaced(tmp_path, monkeypatch, capsy
         NeuralNetwork(2, 2).state_dict().keys()
 
 
-def test_a_diverged_run_never_replaces_a_saved_model(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    torch.save(NeuralNetwork(2, 2).state_dict(), "model.pth")
+def test_a_diverged_run_never_replaces_a_saved_model(tmp_path):
+    """A learner's lr=1e30: the loss prints as nan (they should see it), and the saved model
+    stays as it was, with one line saying why."""
+    (tmp_path / "common").symlink_to(ROOT / "common")
+    source = (ROOT / "a06_save_load.py").read_text()
+    (tmp_path / "a06_save_load.py").write_text(source.replace("lr=0.5)", "lr=1e30)"))
+    torch.save(NeuralNetwork(2, 2).state_dict(), tmp_path / "model.pth")
     before = (tmp_path / "model.pth").read_bytes()
-    code, out, err = run_main("a06_save_load.py", ["--lr", "1e30"], capsys)
-    assert code == 1
-    assert err.startswith("error: the training loss became nan: the weights diverged")
+    result = run([sys.executable, "a06_save_load.py"], tmp_path)
+    assert result.returncode == 1
+    assert "Train/Val Loss: nan" in result.stdout and "Saved" not in result.stdout
+    assert result.stderr == ("error: the model's weights are no longer finite numbers (the "
+                             "loss diverged: is the learning rate too large?), so nothing was "
+                             "written to model.pth\n")
     assert (tmp_path / "model.pth").read_bytes() == before
-    assert "Saved" not in out

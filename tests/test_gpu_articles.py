@@ -1,4 +1,4 @@
-"""a07 --gpu-guides and --amp: the two GPU articles, corrected, on the CPU (every machine);
+"""a07 --gpu-guides: the two GPU articles, corrected, on the CPU (every machine);
 tests/test_gpu.py runs them on CUDA."""
 
 import importlib.util
@@ -10,13 +10,13 @@ import torch
 import torch.nn.functional as F
 
 from common import devices, gpu_articles
-from common.devices import amp_problem
 from common.gpu_articles import (
     Blocks,
     ConvNet,
     LSTMGenerator,
     RNNClassifier,
     TransformerLM,
+    amp_problem,
     memory_and_checkpointing,
     mixed_precision,
 )
@@ -24,7 +24,6 @@ from conftest import (
     SHIMS,
     TUTORIAL_LOSS_LINES,
     loss_lines,
-    run_main,
     section,
 )
 
@@ -148,12 +147,11 @@ def test_transformer_causal_mask_hides_later_tokens():
     assert not torch.allclose(before[:, 10:], after[:, 10:])  # t >= 10 sees the change
 
 
-@pytest.mark.parametrize("script", ["a07_gpu_single.py", "a08_ddp_torchrun.py"])
 @pytest.mark.parametrize(("amp", "dtype"), [(None, torch.float32), ("bf16", torch.bfloat16)])
-def test_amp_computes_the_forward_pass_in_its_precision(script, amp, dtype, capsys,
-                                                        monkeypatch):
-    """Mixed precision is real: under --amp bf16 the logits come out of the model in bfloat16,
-    while the loss, the weights and their gradients stay float32; without --amp all is
+def test_the_guides_mixed_precision_computes_the_forward_pass_in_its_precision(amp, dtype,
+                                                                               monkeypatch):
+    """Mixed precision is real: under bfloat16 autocast the logits come out of the model in
+    bfloat16, while the loss, the weights and their gradients stay float32; without it all is
     float32, as in the tutorial."""
     seen = {"logits": set(), "loss": set(), "weights": set()}
     cross_entropy, step = torch.nn.functional.cross_entropy, torch.optim.SGD.step
@@ -171,9 +169,8 @@ def test_amp_computes_the_forward_pass_in_its_precision(script, amp, dtype, caps
 
     monkeypatch.setattr(torch.nn.functional, "cross_entropy", recording_cross_entropy)
     monkeypatch.setattr(torch.optim.SGD, "step", recording_step)
-    flags = ["--device", "cpu", *(["--amp", amp] if amp else [])]
-    code, out, err = run_main(script, flags, capsys)
-    assert code == 0 and "Training accuracy 1.0" in out.replace(":", ""), err
+    _, accuracy = gpu_articles.train_in_precision(amp, torch.device("cpu"))
+    assert accuracy == 1.0
     assert seen == {"logits": {dtype}, "loss": {torch.float32},
                     "weights": {(torch.float32, torch.float32)}}
 
@@ -219,27 +216,17 @@ def autocast_as_torch_2_5_on_mps(monkeypatch, device_type: str) -> None:
     monkeypatch.setattr(torch, "autocast", autocast)
 
 
-@pytest.mark.parametrize(("torch_version", "amp", "expected"), [
-    ("2.4", "bf16", "torch {version} has no autocast on mps"),
-    ("2.5", "bf16", "bfloat16 autocast on mps with torch {version}: In MPS autocast, but the "
-                    "target dtype is not supported. Disabling autocast."),
+@pytest.mark.parametrize(("torch_version", "dtype", "expected"), [
+    ("2.4", torch.bfloat16, "torch {version} has no autocast on mps"),
+    ("2.5", torch.bfloat16, "bfloat16 autocast on mps with torch {version}: In MPS autocast, "
+                            "but the target dtype is not supported. Disabling autocast."),
+    ("2.5", torch.float16, None),
 ])
-def test_amp_the_mac_cannot_run_is_one_usage_line(torch_version, amp, expected, monkeypatch,
-                                                  capsys):
+def test_the_autocast_a_mac_lacks_is_named(torch_version, dtype, expected, monkeypatch):
     """Apple silicon: torch 2.4 has no MPS autocast, 2.5 none in bfloat16 (it warns and trains
-    in float32). a07 --amp asks torch, and stops before any work instead of mislabelling a run.
-    (a08 trains on the CPU on a Mac, where bfloat16 runs.)"""
+    in float32): torch is asked, so that no run is labelled with a precision it did not use."""
     as_on_a_mac(monkeypatch, torch_version)
-    code, out, err = run_main("a07_gpu_single.py", ["--amp", amp], capsys)
-    assert code == 2
-    assert out == ""
-    assert err.splitlines()[-1].endswith(
-        f"argument --amp {amp}: " + expected.format(version=torch.__version__))
-
-
-def test_amp_fp16_on_a_mac_with_torch_2_5_is_accepted(monkeypatch):
-    as_on_a_mac(monkeypatch, "2.5")
-    assert amp_problem(torch.float16, "mps") is None
+    assert amp_problem(dtype, "mps") == (expected and expected.format(version=torch.__version__))
 
 
 def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
@@ -248,8 +235,8 @@ def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
     as_on_a_mac(monkeypatch, "2.5")
     trained = []
     monkeypatch.setattr(gpu_articles, "train_in_precision",
-                        lambda amp, args, device: trained.append(amp) or ([0.5], 1.0))
-    mixed_precision(torch.device("mps"), None)
+                        lambda amp, device: trained.append(amp) or ([0.5], 1.0))
+    mixed_precision(torch.device("mps"))
     out = capsys.readouterr().out
     assert trained == [None]
     assert ("bfloat16: left out: bfloat16 autocast on mps with torch "

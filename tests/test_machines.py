@@ -60,7 +60,7 @@ def test_a_cpu_only_build_beside_an_nvidia_gpu_is_named(system, machine_with, mo
               f"on this GPU")
     code, out, err = run_main("a01_tensors.py", [], capsys)
     assert (code, section(out, "1.3 Installing").splitlines()[-1]) == (0, note), err
-    code, out, err = run_main("a07_gpu_single.py", ["--epochs", "1"], capsys)
+    code, out, err = run_main("a07_gpu_single.py", [], capsys)
     assert code == 0 and note in section(out, "9.1 Computations").splitlines(), err
 
 
@@ -121,7 +121,7 @@ def test_cuda_that_cannot_start_beside_an_nvidia_gpu_is_named(machine_with, monk
             "--gpus all); a driver too old: update it (nvidia-smi shows its CUDA version)")
     code, out, err = run_main("a01_tensors.py", [], capsys)
     assert (code, section(out, "1.3 Installing").splitlines()[-1]) == (0, f"Note: {note}"), err
-    code, out, err = run_main("a07_gpu_single.py", ["--epochs", "1"], capsys)
+    code, out, err = run_main("a07_gpu_single.py", [], capsys)
     assert code == 0 and f"Note: {note}" in section(out, "9.1 Computations").splitlines(), err
     code, out, err = run_main("a08_ddp_torchrun.py", ["--epochs", "1"], capsys)
     assert code == 0 and out.splitlines()[0] == f"Note: training on the CPU: {note}", err
@@ -195,12 +195,28 @@ def test_an_apple_silicon_mac_on_macos_13_is_told_why_mps_is_off(mac, monkeypatc
     monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
     out = run_main("a01_tensors.py", [], capsys)[1]
     assert section(out, "1.3 Installing").splitlines()[-1] == f"Note: {MACOS_13}"
-    out = run_main("a07_gpu_single.py", ["--epochs", "1"], capsys)[1]
+    out = run_main("a07_gpu_single.py", [], capsys)[1]
     assert f"Training device: cpu (no accelerator found).\nNote: {MACOS_13}\n" in out
     code, _, err = run_main("a07_gpu_single.py", ["--device", "mps"], capsys)
     assert code == 2 and err.splitlines()[-1].endswith(
         f"argument --device mps: MPS is not available here: {MACOS_13}; use --device auto or "
         f"cpu")
+
+
+NO_METAL = ("this Mac has Apple's GPU and torch 2.13.0+cpu is built for it, but this process "
+            "sees no Metal device: it runs in a sandbox or a virtual machine")
+
+
+def test_an_apple_silicon_mac_whose_process_sees_no_metal_device(mac, monkeypatch, capsys):
+    """macOS 26 in a sandbox or a VM (pytorch/pytorch#167679, #177819, #125197): MPS built,
+    not available. a01 and a07 name that, not 'it needs an Apple-silicon Mac'."""
+    mac("arm64", "26.1")
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    out = run_main("a01_tensors.py", [], capsys)[1]
+    assert section(out, "1.3 Installing").splitlines()[-1].startswith(f"Note: {NO_METAL}")
+    code, _, err = run_main("a07_gpu_single.py", ["--device", "mps"], capsys)
+    assert code == 2 and f"MPS is not available here: {NO_METAL}" in err
+    assert "Apple-silicon Mac;" not in err
 
 
 @pytest.mark.parametrize("machine, macos, built, translated, note", [
@@ -210,7 +226,7 @@ def test_an_apple_silicon_mac_on_macos_13_is_told_why_mps_is_off(mac, monkeypatc
                                     "Rosetta on an Apple-silicon Mac, so it gets torch 2.2.2 at "
                                     "most and no MPS; install a native arm64 Python"),
     ("x86_64", "13.6", True, "", None),  # an Intel Mac: torch 2.2.2 is its torch
-    ("arm64", "14.5", True, "", None),  # MPS off for a reason torch does not say
+    ("arm64", "14.5", True, "", NO_METAL),  # a sandbox's or a VM's process: no Metal device
 ])
 def test_other_macs(machine, macos, built, translated, note, mac, monkeypatch):
     mac(machine, macos, built, translated)
@@ -228,20 +244,21 @@ def test_other_macs(machine, macos, built, translated, note, mac, monkeypatch):
 def test_a08_trains_on_the_cpu_where_the_gpus_cannot_serve_and_says_why(
         system, gpus, processes, reason, monkeypatch, capsys):
     from common import flags
-    from common.processes import device_of_this_process
     monkeypatch.setattr(platform, "system", lambda: system)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
-    spawn = ["--spawn", str(processes)]
-    assert flags.a08(None, spawn).device == "cpu"
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(processes))  # as --spawn's processes have it
+    spawn = ["a08_ddp_torchrun.py", "--spawn", str(processes)]
+    monkeypatch.setattr(sys, "argv", spawn)
+    flags.a08(None)
     assert capsys.readouterr().out == f"Note: training on the CPU: {reason}\n"
+    assert not devices.gpu_of_its_own("auto")
+    monkeypatch.setattr(sys, "argv", [*spawn, "--device", "cuda"])
     with pytest.raises(SystemExit):
-        flags.a08(None, [*spawn, "--device", "cuda"])
+        flags.a08(None)
     assert capsys.readouterr().err.endswith(f"error: argument --device cuda: {reason}\n")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2 * processes)
-    if system == "Linux":
-        assert flags.a08(None, spawn).device == "cuda"
-        monkeypatch.setenv("LOCAL_RANK", "1")
-        assert device_of_this_process("cuda") == torch.device("cuda", 1)
+    assert devices.gpu_of_its_own("auto") is (system == "Linux")
+    assert not devices.gpu_of_its_own("cpu")
 
 
 def test_pytest_itself_sees_a_gpu_where_there_is_one():

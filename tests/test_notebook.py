@@ -31,7 +31,7 @@ def test_the_readme_gives_cells_that_use_the_kernels_python():
     assert all(cell.startswith("!{sys.executable} ") for cell in cells[2:4]), cells
     assert [cell.split()[-1] for cell in cells[2:4]] == ["a05_training_loop.py",
                                                          "a08_ddp_torchrun.py"]
-    assert cells[4:] == ["import a05_training_loop", "a05_training_loop.main([])"]
+    assert cells[4:] == ["import a05_training_loop", "a05_training_loop.main()"]
 
 
 def test_the_readmes_cells_run_in_a_kernel_without_python_on_path(tmp_path):

@@ -19,11 +19,16 @@ CPU_BUILD = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
 def quick_start_lines(shell: str = "bash") -> list[str]:
-    """The commands of the Quick start's first ``shell`` block, as a user would paste them."""
+    """The Quick start's commands in ``shell`` as a user pastes them, in order, without the
+    lines for one system's torch (bash, or PowerShell then the lines for every system)."""
     text = readme()
-    section = text[text.index("## Quick start"):]
-    block = re.search(rf"```{shell}\n(.*?)```", section, flags=re.S)[1]
-    return [line for line in block.splitlines() if line.strip()]
+    quick = text[text.index("## Quick start"):text.index("## Section by section")]
+    blocks = [(kind, [line for line in block.splitlines() if line.strip()])
+              for kind, block in re.findall(r"```(bash|powershell)\n(.*?)```", quick, re.S)]
+    blocks = [(kind, lines) for kind, lines in blocks
+              if not lines[0].startswith("pip install torch")]
+    own = [line for kind, lines in blocks if kind == shell for line in lines]
+    return own if shell == "bash" else own + blocks[-1][1]
 
 
 def workflow_step_lines(name: str) -> list[str]:

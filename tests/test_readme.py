@@ -96,12 +96,31 @@ TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
     'os.environ["MASTER_PORT"] = "12345"',
     'os.environ["USE_LIBUV"] = "0"',
     "init_process_group(backend=backend, rank=rank, world_size=world_size,",
-    "torch.cuda.set_device(device)",
+    "torch.cuda.set_device(",
+    "def prepare_dataset():",
     "# factor = 4",
+    "# X_train = torch.cat([X_train + torch.randn_like(X_train) * 0.1 for _ in range(factor)])",
     "# y_train = y_train.repeat(factor)",
+    "# X_test = torch.cat([X_test + torch.randn_like(X_test) * 0.1 for _ in range(factor)])",
+    "# y_test = y_test.repeat(factor)",
+    "batch_size=args.batch_size,",
+    "shuffle=False,  # NEW",
+    "drop_last=True,",
     "sampler=DistributedSampler(train_ds),",
+    "def main(rank, world_size, num_epochs):",
+    "ddp_setup(rank, world_size)",
+    "train_loader, test_loader = prepare_dataset()",
+    "model = NeuralNetwork(num_inputs=2, num_outputs=2)",
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.5)",
+    "model = DDP(model",
     "train_loader.sampler.set_epoch(epoch)",
-    "model = DDP(model, device_ids=",
+    "model.train()",
+    "for features, labels in train_loader:",
+    "loss = F.cross_entropy(logits, labels)",
+    "optimizer.zero_grad()",
+    "loss.backward()",
+    "optimizer.step()",
+    "model.eval()",
     "destroy_process_group()  # NEW",
     'if __name__ == "__main__":',
     'if "WORLD_SIZE" in os.environ:',
@@ -113,20 +132,66 @@ TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
     'print("PyTorch version:", torch.__version__)',
     'print("CUDA available:", torch.cuda.is_available())',
     'print("Number of GPUs available:", torch.cuda.device_count())',
+    "torch.manual_seed(123)",
     "num_epochs = args.epochs",
     "main, rank, world_size, num_epochs",
 ]
 
 
+def in_order(source: str, lines: list[str]) -> list[str]:
+    """The lines not found in ``source`` after the one before them."""
+    missing, at = [], 0
+    for line in lines:
+        found = source.find(line, at)
+        if found == -1:
+            missing.append(line)
+        at = found + 1 if found != -1 else at
+    return missing
+
+
 def test_a08_carries_the_texts_lines_in_order():
-    source = (ROOT / "a08_ddp_torchrun.py").read_text()
-    positions = [source.find(line) for line in TEXT_LINES_OF_A08]
-    assert -1 not in positions, [line for line, p in zip(TEXT_LINES_OF_A08, positions,
-                                                         strict=True) if p == -1]
-    assert positions == sorted(positions)
+    assert in_order((ROOT / "a08_ddp_torchrun.py").read_text(), TEXT_LINES_OF_A08) == []
 
 
-MARKER = re.compile(r"#\s*(NEW|EXTRA|NOTEBOOK):")
+SECTION_7 = [  # section 7's statements in the text's order (a05; a07 adds 9.2's NEW lines)
+    "torch.manual_seed(123)", "model = NeuralNetwork(num_inputs=2, num_outputs=2)",
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.5)", "num_epochs = 3",
+    "for epoch in range(num_epochs):", "model.train()",
+    "for batch_idx, (features, labels) in enumerate(train_loader):", "logits = model(features)",
+    "loss = F.cross_entropy(logits, labels)  # Loss function", "optimizer.zero_grad()",
+    "loss.backward()", "optimizer.step()", "### LOGGING", "model.eval()",
+    "# Optional model evaluation"]
+SECTION_9_2 = ["model = NeuralNetwork(num_inputs=2, num_outputs=2)",
+               'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW',
+               "model = model.to(device)  # NEW",
+               "for batch_idx, (features, labels) in enumerate(train_loader):",
+               "features, labels = features.to(device), labels.to(device)  # NEW",
+               "logits = model(features)"]
+
+
+@pytest.mark.parametrize("script, lines", [("a05_training_loop.py", SECTION_7),
+                                           ("a07_gpu_single.py", SECTION_7),
+                                           ("a07_gpu_single.py", SECTION_9_2)])
+def test_the_training_scripts_carry_their_sections_statements_in_order(script, lines):
+    assert in_order((ROOT / script).read_text(), lines) == []
+
+
+@pytest.mark.parametrize("script", ["a05_training_loop.py", "a07_gpu_single.py",
+                                    "a08_ddp_torchrun.py"])
+def test_no_line_of_ours_inside_the_texts_batch_loop(script):
+    """The companion's features sit around the lesson; a05's one line keeps the loss for
+    --plot."""
+    source = (ROOT / script).read_text()
+    start = source.index("in enumerate(train_loader):" if "a08" not in script
+                         else "for features, labels in train_loader:")
+    loop = source[start:source.index("model.eval()", start)]
+    ours = [line.strip() for line in loop.splitlines()
+            if re.search(r"EXTRA|runner\.|processes\.|checkpoints\.|devices\.|args\.", line)]
+    assert ours == (["losses.append(loss.item())  # EXTRA: for --plot"]
+                    if script.startswith("a05") else [])
+
+
+MARKER = re.compile(r"#\s*(NEW|EXTRA|NOTEBOOK|FIXED):")
 
 
 def test_one_marker_per_comment():
@@ -168,7 +233,7 @@ LEARNER_REPORTS = [
                         "brew install python@3.12", "RTX 50xx needs `cu130`",
                         "before `pip install .`"]),
     ("```powershell", ["py -m venv .venv", "python -m venv .venv"]),  # python/pymanager#223
-    ("**Notebooks", ["`import a05_training_loop`, then `a05_training_loop.main([])`"]),  # ex.#369
+    ("**Notebooks", ["`import a05_training_loop`, then `a05_training_loop.main()`"]),  # ex.#369
     # issue 41's fourth reading
     ("**Windows.**", ["Windows on ARM (Snapdragon)", "`from versions: none`",  # pytorch#133804
                       "PyTorch's CPU index has builds for some Pythons"]),
@@ -194,8 +259,9 @@ def test_the_readme_answers_what_learners_ran_into(where, phrases):
 def test_the_quick_start_gets_the_right_torch_before_pip_install():
     text = readme()
     quick = text[text.index("## Quick start"):text.index("## Section by section")]
-    lines = [line.split(" #") for line in re.findall(r"```bash\n(.*?)```", quick, re.S)[1]
-             .splitlines()]
+    blocks = re.findall(r"```(?:bash|powershell)\n(.*?)```", quick, re.S)
+    assert blocks[-1].startswith("pip install .\n")  # after the venv blocks and the choice
+    lines = [line.split(" #") for line in blocks[-2].splitlines()]
     assert [(command.strip(), comment.strip()) for command, comment in lines] == [
         ("pip install torch --index-url https://download.pytorch.org/whl/cpu",
          "Linux without an NVIDIA GPU"),

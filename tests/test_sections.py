@@ -15,6 +15,7 @@ from conftest import (
     clean_env,
     descendants,
     loss_lines,
+    run,
     run_main,
     run_script,
     section,
@@ -141,12 +142,20 @@ def test_a05_section_7_predictions(a05):
     assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(out, "7 compute_accuracy")
 
 
-def test_a05_flags_change_the_run(capsys):
-    code, out, err = run_main("a05_training_loop.py", ["--epochs", "1", "--batch-size", "1"],
-                              capsys)
-    assert code == 0, err
-    assert len(loss_lines(out)) == 5
-    assert loss_lines(out)[0].startswith("Epoch: 001/001 | Batch 000/005 | Train/Val Loss: ")
+@pytest.mark.parametrize("script", ["a05_training_loop.py", "a07_gpu_single.py"])
+def test_the_texts_constants_are_the_ones_a_learner_edits(script, tmp_path):
+    """`num_epochs = 3` and `lr=0.5` stand in the code, as in the text: a learner's edit of
+    each changes the run (no flag's default overrides them)."""
+    source = (ROOT / script).read_text()
+    assert source.count("num_epochs = 3\n") == source.count("lr=0.5)") == 1
+    (tmp_path / "common").symlink_to(ROOT / "common")
+    (tmp_path / script).write_text(source.replace("num_epochs = 3\n", "num_epochs = 1\n")
+                                   .replace("lr=0.5)", "lr=0.05)"))
+    result = run([sys.executable, script], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [line[:-4] for line in loss_lines(result.stdout)] == \
+        [line[:-4].replace("/003", "/001") for line in TUTORIAL_LOSS_LINES[:2]]
+    assert loss_lines(result.stdout)[1][-4:] != TUTORIAL_LOSS_LINES[1][-4:]  # lr=0.05
 
 
 def test_compute_accuracy_takes_the_argmax_over_classes():
@@ -177,15 +186,15 @@ def test_a06_section_8_saves_loads_and_predicts_the_same(a06):
     assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in text
 
 
-def test_a06_file_holds_a05s_trained_weights(a06, capsys):
+def test_a06_file_holds_a05s_trained_weights(a06, capsys, monkeypatch):
     """Tensor for tensor: a06 saves what a05's loop trains (the same seed, the same loop)."""
     import a05_training_loop
-    from common import NeuralNetwork, toy_loaders
-    train_loader = toy_loaders()[0]
-    torch.manual_seed(123)
-    model = NeuralNetwork(2, 2)
-    a05_training_loop.train(model, train_loader, torch.optim.SGD(model.parameters(), lr=0.5), 3)
+    trained = []
+    monkeypatch.setattr(a05_training_loop.plots, "plot_training",
+                        lambda losses, model, path: trained.append(model))
+    a05_training_loop.main()
     capsys.readouterr()
+    model, = trained
     saved = torch.load(a06.cwd / "model.pth", weights_only=True)
     assert list(saved) == list(model.state_dict())
     for name, tensor in model.state_dict().items():
@@ -264,15 +273,12 @@ def test_nothing_runs_beside_a_test():
     assert descendants(os.getpid()) == []
 
 
-def test_a_notebook_calling_main_with_its_arguments(monkeypatch, capsys):
-    """A Jupyter kernel's argv is its own (pytorch/examples#369): main() takes its arguments,
-    as the README's cell shows (`main([])`: the tutorial's defaults)."""
+def test_a_notebook_calling_main(monkeypatch, capsys):
+    """A Jupyter kernel's argv is its own (pytorch/examples#369): main() reads none of it and
+    runs the tutorial's defaults, as the README's cell shows."""
     import a05_training_loop
     monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/ipykernel_launcher.py", "-f",
                                       "/root/.local/share/jupyter/runtime/kernel-1.json"])
-    a05_training_loop.main([])
+    a05_training_loop.main()
     assert loss_lines(capsys.readouterr().out) == TUTORIAL_LOSS_LINES
-    a05_training_loop.main(["--epochs", "1"])
-    assert loss_lines(capsys.readouterr().out) == [line.replace("/003", "/001")
-                                                   for line in TUTORIAL_LOSS_LINES[:2]]
     torch.set_printoptions(profile="default", sci_mode=None)

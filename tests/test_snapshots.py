@@ -45,7 +45,8 @@ def test_a_run_resumes_after_the_last_saved_epoch_as_if_never_stopped(one_proces
     assert torch.load("s.pt", weights_only=True)["epochs_completed"] == 2
     code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)
     assert code == 0, err
-    assert "[CPU0] Resuming from epoch 2 (s.pt): continuing with epoch 3\n" in out
+    assert "Resuming from epoch 2 (s.pt): continuing with epoch 3 at the snapshot's lr=0.5\n" \
+        in out
     assert epochs(out) == [3, 3]
     assert "[CPU0] Training accuracy 1.0" in out
     resumed = torch.load("s.pt", weights_only=True)
@@ -56,7 +57,7 @@ def test_a_run_resumes_after_the_last_saved_epoch_as_if_never_stopped(one_proces
         assert torch.equal(resumed["model"][name], tensor), name
     assert sorted(p.name for p in one_process.iterdir()) == ["s.pt", "whole.pt"]
     code, out, _ = run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)
-    assert "[CPU0] s.pt holds 3 finished epochs, all that --epochs 3 asks for: nothing left " \
+    assert "s.pt holds 3 finished epochs, all that --epochs 3 asks for: nothing left " \
            "to train (a larger --epochs trains on)\n" in out
     assert (code, epochs(out)) == (0, [])
 
@@ -65,13 +66,14 @@ def test_a_snapshot_that_cannot_be_resumed_is_one_line(one_process, capsys):
     """Other settings, another program's file, a pickle that would run code: one line,
     before any training; the file stays as it was."""
     torch.save({"model": {}, "optimizer": {}, "epochs_completed": 1,
-                "settings": {"lr": 0.5, "batch_size": 2, "seed": 123, "num_samples": None,
-                             "amp": None}}, "lr.pt")
+                "settings": {"batch_size": 2, "num_samples": None}}, "bs.pt")
     torch.save(NeuralNetwork(2, 2).state_dict(), "other.pt")
     torch.save({"model": CodeRunningPickle(one_process / "CODE_RAN")}, "evil.pt")
-    asked = {"lr.pt": ["--lr", "0.1", "--amp", "bf16"], "other.pt": [], "evil.pt": []}
+    asked = {"bs.pt": ["--batch-size", "1", "--num-samples", "8"], "other.pt": [],
+             "evil.pt": []}
     expected = {
-        "lr.pt": "error: lr.pt was made with --lr 0.5 (asked: 0.1), --amp off (asked: bf16): "
+        "bs.pt": "error: bs.pt was made with --batch-size 2 (asked: 1), --num-samples off "
+                 "(asked: 8): "
                  "resume with its settings, or move it away to start afresh (the number of "
                  "processes may change)\n",
         "other.pt": "error: other.pt: not an a08 snapshot; move it away, or give another "
@@ -86,6 +88,20 @@ def test_a_snapshot_that_cannot_be_resumed_is_one_line(one_process, capsys):
         assert (code, err, epochs(out)) == (1, expected[name], [])
         assert (one_process / name).read_bytes() == before
     assert not (one_process / "CODE_RAN").exists()
+
+
+def test_a_resume_goes_on_at_the_snapshots_learning_rate(tmp_path):
+    """A learner edits lr=0.5 and resumes: the optimizer's state brings the snapshot's rate
+    back, and the resume says so."""
+    (tmp_path / "common").symlink_to(ROOT / "common")
+    edited = (ROOT / "a08_ddp_torchrun.py").read_text().replace("lr=0.5)", "lr=0.05)")
+    (tmp_path / "my_a08.py").write_text(edited)
+    env = clean_env() | {"MASTER_PORT": str(free_port())}
+    assert run(a08_command("--snapshot", "s.pt", "--epochs", "1"), tmp_path, env).returncode == 0
+    result = run([sys.executable, "my_a08.py", "--snapshot", "s.pt", "--epochs", "2"], tmp_path,
+                 env)
+    assert result.returncode == 0, result.stderr
+    assert "continuing with epoch 2 at the snapshot's lr=0.5\n" in result.stdout
 
 
 def test_sigterm_mid_training_keeps_a_whole_snapshot_and_the_same_command_resumes(tmp_path):
