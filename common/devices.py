@@ -146,9 +146,11 @@ def install_advice(capability: tuple[int, int] | None) -> str:
     release = torch.__version__.split("+")[0]
     if capability is not None and capability < (7, 5) and \
             tuple(map(int, release.split(".")[:2])) >= (2, 15):
+        newer = tuple(map(int, platform.python_version_tuple()[:2])) >= (3, 15)
         return (f'pip install "torch<2.15" --index-url {INDEX}/cu126 installs torch 2.14, the '
                 f"last built for this GPU (sm_{capability[0]}{capability[1]}: torch 2.15 needs "
-                f"sm_75 or newer)")
+                f"sm_75 or newer)" + (f", for Python 3.10 to 3.14: make .venv again with one of "
+                f"them first (this is Python {platform.python_version()})" if newer else ""))
     releases = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", None)
     if not isinstance(releases, dict):
         return f"{SELECTOR} gives the pip command for a CUDA build (add --force-reinstall)"

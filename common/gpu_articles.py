@@ -250,23 +250,25 @@ def memory_and_checkpointing(device: torch.device) -> None:
     model = Blocks().to(device)
     cuda = device.type == "cuda"
     bf16 = not left_out("bfloat16", device)
-    print("One training step of 8 blocks of Linear(512, 512) + ReLU. Measured: the bytes "
-          "autograd keeps\nfor the backward pass (the activations)"
+    print("One training step of 8 blocks of Linear(512, 512) + ReLU. Measured: the activations "
+          "autograd\nkeeps for the backward pass"
           + (", and the CUDA allocator's peak." if cuda else
              "; on CUDA the allocator's peak is shown too."))
     print(f"{'batch':>6} | {'plain (MB)':>10} | {'checkpointed':>12}"
           + (f" | {'bf16 autocast':>13}" if bf16 else "")
           + (f" | {'CUDA peak, plain':>16}" if cuda else ""))
     for batch in (64, 256, 1024):
-        plain, peak = training_step_memory(model, batch, device)
+        plain, weights, peak = training_step_memory(model, batch, device)
         model.checkpointed = True
-        checkpointed, _ = training_step_memory(model, batch, device)
+        checkpointed, _, _ = training_step_memory(model, batch, device)
         model.checkpointed = False
         line = f"{batch:>6} | {plain / 1e6:>10.1f} | {checkpointed / 1e6:>12.1f}"
         if bf16:
-            mixed, _ = training_step_memory(model, batch, device, amp="bf16")
+            mixed, _, _ = training_step_memory(model, batch, device, amp="bf16")
             line += f" | {mixed / 1e6:>13.1f}"
         print(line + (f" | {peak / 1e6:>16.1f}" if cuda else ""))
+    print(f"Not counted above: the weights autograd keeps beside them ({weights / 1e6:.1f} MB "
+          f"plain), whatever the batch.")
     print("Gradients with checkpointing equal those without:",
           checkpointed_gradients_match(model, device))
 
@@ -312,26 +314,38 @@ class Blocks(nn.Module):
         return x
 
 
-def bytes_saved_for_backward(step: Callable[[], Any]) -> int:
-    """The bytes of the tensors autograd keeps for the backward pass while ``step`` builds
-    its graph (each storage counted once): the activation memory that batch size drives and
-    checkpointing trades for recomputation. It works the same on every device."""
-    storages: dict[int, int] = {}
+def from_parameters_only(fn: Any) -> bool:
+    """A saved tensor's grad_fn that leads back to parameters alone: a weight's view or cast."""
+    if fn is None:
+        return False
+    if type(fn).__name__ == "AccumulateGrad":
+        return True
+    return bool(fn.next_functions) and all(from_parameters_only(f) for f, _ in fn.next_functions)
+
+
+def bytes_saved_for_backward(step: Callable[[], Any]) -> tuple[int, int]:
+    """(activations, weights): the bytes of the tensors autograd keeps for the backward pass
+    while ``step`` builds its graph (each storage counted once), split into what the batch
+    makes (activations: batch size drives them, checkpointing trades them for recomputation)
+    and the weights, or their casts and views, kept beside them. The same on every device."""
+    storages: dict[int, tuple[int, bool]] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
         storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
+        weight = (tensor.is_leaf and tensor.requires_grad) or from_parameters_only(tensor.grad_fn)
+        storages[storage.data_ptr()] = (storage.nbytes(), weight)
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         step()
-    return sum(storages.values())
+    return (sum(size for size, weight in storages.values() if not weight),
+            sum(size for size, weight in storages.values() if weight))
 
 
 def training_step_memory(model: Blocks, batch_size: int, device: torch.device,
-                         amp: str | None = None) -> tuple[int, int | None]:
-    """One forward and backward pass: (bytes saved for backward, the CUDA allocator's peak
-    bytes or None off CUDA)."""
+                         amp: str | None = None) -> tuple[int, int, int | None]:
+    """One forward and backward pass: (activations saved for backward, weights saved beside
+    them, the CUDA allocator's peak bytes or None off CUDA), in bytes."""
     x = torch.randn(batch_size, model.blocks[0][0].in_features, device=device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -342,10 +356,10 @@ def training_step_memory(model: Blocks, batch_size: int, device: torch.device,
             loss = model(x).float().pow(2).mean()
         loss.backward()
 
-    saved = bytes_saved_for_backward(step)
+    activations, weights = bytes_saved_for_backward(step)
     model.zero_grad(set_to_none=True)
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-    return saved, peak
+    return activations, weights, peak
 
 
 def checkpointed_gradients_match(model: Blocks, device: torch.device) -> bool:

@@ -15,7 +15,7 @@ import a08_ddp_torchrun as a08
 from common import NeuralNetwork
 from conftest import ROOT, a08_command, clean_env, free_port, run, run_together
 
-LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/003 \| Batchsize 002 \| "
+LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/00\d \| Batchsize 002 \| "
                   r"Train/Val Loss: (\d\.\d\d)$")
 ACCURACY = re.compile(r"^\[CPU(\d+)\] (Training|Test) accuracy 1\.0$")
 SUMMARY = re.compile(r"^(Global (training|test) accuracy over all \d+ processes: 1\.0 \(\d+ of "
@@ -247,4 +247,17 @@ def test_the_walkthroughs_torchrun_starts_where_the_hostname_is_an_ip6_arpa_name
                str(ROOT / step)]
     result = run(command, tmp_path, clean_env("ip6_arpa_fqdn"), timeout=90)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "Parameters identical in all 2 processes: True" in result.stdout
+
+
+def test_a08_trains_under_the_deprecated_launcher(tmp_path):
+    """`python -m torch.distributed.launch` (old tutorials, Colab notebooks) passes
+    --local-rank=N to the script: each worker printed a08's usage and exited 2 (hkchengrex/XMem#18,
+    microsoft/LoRA#79); the same number is in LOCAL_RANK, which a08 reads."""
+    command = [sys.executable, "-m", "torch.distributed.launch", "--nproc_per_node=2",
+               "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+               str(ROOT / "a08_ddp_torchrun.py"), "--epochs", "1"]
+    result = run(command, tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(parse(result.stdout)) == [0, 1]
     assert "Parameters identical in all 2 processes: True" in result.stdout

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, loss_lines, run, run_main
+from conftest import ROOT, clean_env, free_port, loss_lines, run, run_main
 
 BAD_FLAGS = [
     ("a05_training_loop.py", ["--plot", "plot.jpg"], "argument --plot: plot.jpg: the plot is a "
@@ -105,7 +105,8 @@ def test_a_renamed_copy_obeys_its_flags(tmp_path):
     __main__ and in the process's own functions."""
     (tmp_path / "my_a08.py").write_text((ROOT / "a08_ddp_torchrun.py").read_text())
     (tmp_path / "common").symlink_to(ROOT / "common")
-    result = run([sys.executable, "my_a08.py", "--epochs", "1", "--batch-size", "5"], tmp_path)
+    result = run([sys.executable, "my_a08.py", "--epochs", "1", "--batch-size", "5"], tmp_path,
+                 clean_env() | {"MASTER_PORT": str(free_port())})  # not the text's 12345
     assert result.returncode == 0, result.stderr
     assert loss_lines(result.stdout) == ["[CPU0] Epoch: 001/001 | Batchsize 005 | Train/Val "
                                          "Loss: 0.68"]

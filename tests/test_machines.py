@@ -96,9 +96,15 @@ def test_a_pascal_gpu_under_torch_2_15_gets_the_last_torch_built_for_it(machine_
     machine_with("NVIDIA GeForce GTX 1080", (6, 1))
     monkeypatch.setattr(torch, "__version__", "2.15.0+cpu")
     [note] = devices.install_notes()
-    assert note.endswith(f'pip install "torch<2.15" --index-url {INDEX}/cu126 installs torch '
-                         f"2.14, the last built for this GPU (sm_61: torch 2.15 needs sm_75 or "
-                         f"newer)"), note
+    advice = (f'pip install "torch<2.15" --index-url {INDEX}/cu126 installs torch 2.14, the last '
+              f"built for this GPU (sm_61: torch 2.15 needs sm_75 or newer)")
+    assert note.endswith(advice), note
+    # Python 3.15 has torch 2.15 only (rohitg00/ai-engineering-from-scratch#192)
+    monkeypatch.setattr(platform, "python_version_tuple", lambda: ("3", "15", "0"))
+    monkeypatch.setattr(platform, "python_version", lambda: "3.15.0")
+    [note] = devices.install_notes()
+    assert note.endswith(f"{advice}, for Python 3.10 to 3.14: make .venv again with one of them "
+                         f"first (this is Python 3.15.0)"), note
 
 
 def test_cuda_that_cannot_start_beside_an_nvidia_gpu_is_named(machine_with, monkeypatch,

@@ -244,6 +244,21 @@ LEARNER_REPORTS = [
         "`ip6.arpa` name with no worker ever starting", "`--local-addr=127.0.0.1`",  # PR #174513
         "`--shm-size=1g` or `--ipc=host`",  # pytorch/torchtitan#853, NVIDIA/nccl#342
         "CUDA failing to start, as after a laptop's suspend"]),  # pytorch/pytorch#88639
+    # issue 46's fifth reading
+    ("## Quick start", ["a 64-bit Python: PyTorch has no 32-bit builds",  # pytorch#27815, #50535
+                        "`cu126` ends with torch 2.14"]),  # ai-engineering-from-scratch#192
+    ("**Windows.**", ["A 32-bit Python gets the same `from versions: none`",
+                      "[WinError 1455] The paging file is too small",  # yolov5#11418, #59904
+                      "start fewer processes (`--spawn 1`)"]),
+    ("## When things go wrong", [
+        # NVIDIA/nccl#1838, #2388, pytorch/pytorch#152302: the fix beside the error it fixes
+        "(size 0)`, or `Cuda failure 217 'peer access is not supported between these two devices'`",
+        "`--shm-size` or `NCCL_P2P_DISABLE=1` do not help; run `NCCL_SHM_DISABLE=1 torchrun ...` "
+        "(or `NCCL_CUMEM_HOST_ENABLE=0`)",
+        "`undefined symbol: __nvJitLinkComplete_12_4`", "`module unload cuda` or "  # #111469
+        "`unset LD_LIBRARY_PATH`",
+        "prints three lines and exits without training",  # the book's scripts on a CPU machine
+        "`Distributed package doesn't have NCCL built in`"]),
 ]
 
 
@@ -267,3 +282,36 @@ def test_the_quick_start_gets_the_right_torch_before_pip_install():
          "Linux without an NVIDIA GPU"),
         ("pip install torch --index-url https://download.pytorch.org/whl/cu126",
          "Windows with an NVIDIA GPU")]
+
+
+def test_the_sbatch_script_gives_each_machine_its_number_from_slurm(tmp_path):
+    """torchrun's c10d rendezvous picks the machine that hosts it by matching host names, and
+    hangs where the head node's name resolves to another interface (pytorch/pytorch#73656):
+    the script's static rendezvous takes each machine's number from SLURM_NODEID instead,
+    expanded on that machine. Run here with an `srun` that starts the task as two machines
+    would, and a `torchrun` that says what it got (tests/test_slurm.py: under a real SLURM)."""
+    import os
+    import subprocess
+
+    script = next(block for block in re.findall(r"```bash\n(.*?)```", readme(), flags=re.S)
+                  if block.startswith("#!/bin/bash\n#SBATCH"))
+    assert "rdzv" not in script
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    for name, body in {
+        "scontrol": 'printf "node-a\\nnode-b\\n"',
+        "srun": 'for n in 0 1; do SLURM_NODEID=$n "$@"; done',
+        "torchrun": 'echo "torchrun $*"',
+    }.items():
+        (fakes / name).write_text(f"#!/bin/bash\n{body}\n")
+        (fakes / name).chmod(0o755)
+    env = {"PATH": f"{fakes}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "node-[a-b]",
+           "SLURM_JOB_ID": "1234", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "4",
+           "HOME": os.environ.get("HOME", "/")}
+    result = subprocess.run(["bash", "-c", script, "a08.sbatch", "--epochs", "5"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"torchrun --nnodes=2 --node_rank={node} --nproc_per_node=4 --master_addr=node-a "
+        f"--master_port=21234 a08_ddp_torchrun.py --snapshot a08-1234.pt --epochs 5"
+        for node in (0, 1)]
