@@ -162,7 +162,9 @@ def install_advice(capability: tuple[int, int] | None) -> str:
     if not fitting:
         return f"no CUDA build of torch {release} runs on this GPU; another may ({SELECTOR})"
     tag = "cu" + fitting[0][1].replace(".", "")
-    return (f'pip install "torch=={release}+{tag}" --index-url {INDEX}/{tag} installs torch '
+    # --extra-index-url: torch+cuXXY is only on PyTorch's index, and what it needs that the
+    # index lacks at times comes from PyPI (pytorch/pytorch#172926, #193491)
+    return (f'pip install "torch=={release}+{tag}" --extra-index-url {INDEX}/{tag} installs torch '
             f"{release} built for CUDA {fitting[0][1]}, which runs on this GPU")
 
 

@@ -3,7 +3,7 @@ guide), runnable: a07 --gpu-guides runs each part under a heading that names its
 a07's device, and says in one line what cannot run there; a07 --benchmark times the guide's
 tensor cores after Exercise A.4.
 
-First the articles' models, written as the articles write them, with what was broken as
+First the articles' models, with the articles' layers and interfaces, and what was broken as
 published fixed (each fix says FIXED and why); then the parts that run and measure them."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
+from torch.utils.data import DataLoader, TensorDataset
 
 from common import NeuralNetwork, compute_accuracy, toy_loaders
 from common.devices import device_to_show, time_matmul
@@ -38,7 +39,9 @@ class LinearRegression(nn.Module):
 
 
 class ConvNet(nn.Module):
-    """The guide's image classifier: two convolution blocks, then two linear layers."""
+    """The guide's image classifier: two convolution blocks, then two linear layers. The
+    article's layers, grouped here in two nn.Sequential (`features`, `classifier`) so that the
+    fix below sits where the image's size is decided; the same 422,218 parameters."""
 
     def __init__(self, num_classes=10):
         super().__init__()
@@ -98,10 +101,12 @@ class LSTMGenerator(nn.Module):
         shape = (self.num_layers, batch_size, self.hidden_dim)
         return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
 
-    def forward(self, x):
-        h0, c0 = self.init_states(x.shape[0], x.device)
-        out, _ = self.lstm(self.embedding(x), (h0, c0))
-        return self.fc(out[:, -1, :])  # the next token's logits
+    def forward(self, x, states=None):
+        # the article's interface: the next token's logits, and the states (hn, cn) that the
+        # next generation step continues from
+        h0, c0 = states if states is not None else self.init_states(x.shape[0], x.device)
+        out, (hn, cn) = self.lstm(self.embedding(x), (h0, c0))
+        return self.fc(out[:, -1, :]), (hn, cn)
 
 
 class PositionalEncoding(nn.Module):
@@ -147,6 +152,7 @@ def run_gpu_articles(device: torch.device) -> None:
     device_basics(device)
     data_parallel(device)
     mixed_precision(device)
+    batch_size_snippet(device)
     with warnings.catch_warnings():  # torch 2.4's checkpoint uses its own deprecated autocast
         warnings.filterwarnings("ignore", message=r".*torch\.cpu\.amp\.autocast",
                                 category=FutureWarning)
@@ -244,6 +250,31 @@ def left_out(precision: str, device: torch.device) -> bool:
     return problem is not None
 
 
+def batch_size_snippet(device: torch.device) -> None:
+    """The guide's batch-size snippet: a DataLoader of 128 examples a batch, a model, a pass
+    over the data on the device."""
+    heading("GPU guide: the batch-size snippet, corrected")
+    torch.manual_seed(0)
+    X = torch.randn(1000, 2)
+    dataset = TensorDataset(X, (X[:, 0] > X[:, 1]).long())  # FIXED: data the snippet lacks
+    batch_size = 128
+    # FIXED: the article's DataLoader line is garbled
+    train_loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
+    model = NeuralNetwork(2, 2)  # FIXED: the article's `YourModel` is a placeholder
+    model = model.to(device)  # FIXED: the article never moves the model to the device
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    for features, labels in train_loader:
+        features, labels = features.to(device), labels.to(device)
+        loss = nn.functional.cross_entropy(model(features), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print(f"batch_size = {batch_size}: {len(train_loader)} batches for {len(dataset)} examples "
+          f"(the last one {len(dataset) % batch_size}), one epoch on {device.type}; training "
+          f"accuracy {compute_accuracy(model, train_loader, device):.2f}. A larger batch fills "
+          f"the GPU better and needs more memory (below).")
+
+
 def memory_and_checkpointing(device: torch.device) -> None:
     heading("GPU guide: batch size, memory and gradient checkpointing")
     torch.manual_seed(0)
@@ -290,6 +321,7 @@ def four_architectures(device: torch.device) -> None:
     for name, model, batch in cases:
         model = model.to(device)
         out = model(batch.to(device))
+        out = out[0] if isinstance(out, tuple) else out  # LSTMGenerator: (logits, states)
         out.float().mean().backward()
         parameters = sum(p.numel() for p in model.parameters())
         print(f"{name}: {parameters:,} parameters; input {tuple(batch.shape)} -> output "
@@ -468,6 +500,17 @@ def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype,
             f"float32), so not offered.")
 
 
+PROBE = 256  # a product any CPU computes within a second, in any precision
+
+
+def cpu_slowdown(dtype: torch.dtype) -> float:
+    """How many times float32's time a PROBE x PROBE product in ``dtype`` takes on the CPU: a
+    CPU without hardware for it converts every element (one 2048 x 2048 bfloat16 product took
+    67 s on a 2-core VM)."""
+    cpu = torch.device("cpu")
+    return time_matmul((PROBE,) * 3, cpu, dtype=dtype) / time_matmul((PROBE,) * 3, cpu)
+
+
 def tensor_cores(size: int) -> None:
     """a07 --benchmark: the GPU guide's tensor cores and lower precisions, timed on the
     accelerator (or the CPU): one size x size product in each precision the device computes
@@ -478,6 +521,11 @@ def tensor_cores(size: int) -> None:
     print(f"{'float32':>9}: {base * 1e3:9.3f} ms")
     fast, lacking = lower_precisions(device)
     for name, dtype, tf32 in fast:
+        if device.type == "cpu" and (slower := cpu_slowdown(dtype)) > 2:
+            print(f"{name:>9}: left out: a {PROBE} x {PROBE} product took {slower:.0f}x "
+                  f"float32's time, so this CPU has no {name} hardware (AVX512-BF16, AMX) and "
+                  f"{size} x {size} would take minutes")
+            continue
         with tf32_matmul(tf32):
             seconds = time_matmul((size,) * 3, device, dtype=dtype)
         print(f"{name:>9}: {seconds * 1e3:9.3f} ms, {base / seconds:5.1f}x float32's speed")

@@ -56,8 +56,8 @@ def test_a_cpu_only_build_beside_an_nvidia_gpu_is_named(system, machine_with, mo
             "2.13.0+cpu is a CPU-only build"
             + (", as PyPI's torch for Windows always is" if system == "Windows" else "")
             + f', so everything runs on the CPU; pip install "torch==2.13.0+cu129" '
-              f"--index-url {INDEX}/cu129 installs torch 2.13.0 built for CUDA 12.9, which runs "
-              f"on this GPU")
+              f"--extra-index-url {INDEX}/cu129 installs torch 2.13.0 built for CUDA 12.9, which "
+              f"runs on this GPU")
     code, out, err = run_main("a01_tensors.py", [], capsys)
     assert (code, section(out, "1.3 Installing").splitlines()[-1]) == (0, note), err
     code, out, err = run_main("a07_gpu_single.py", [], capsys)
@@ -82,7 +82,7 @@ def test_every_shape_of_torchs_build_table_gives_advice(torch_version, machine_w
     else:
         monkeypatch.setattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", BUILD_TABLES[torch_version])
     [note] = devices.install_notes()
-    assert note.endswith(f'pip install "torch=={torch_version}.0+cu129" --index-url '
+    assert note.endswith(f'pip install "torch=={torch_version}.0+cu129" --extra-index-url '
                          f"{INDEX}/cu129 installs torch {torch_version}.0 built for CUDA 12.9, "
                          f"which runs on this GPU" if BUILD_TABLES[torch_version] else
                          "https://pytorch.org/get-started/locally/ gives the pip command for a "
@@ -147,8 +147,8 @@ def test_a_gpu_missing_from_the_build_is_named_before_its_first_cuda_operation(
     machine_with(gpu, capability, built_for)
     line = (f"GPU 0, {gpu}, is sm_{capability[0]}{capability[1]}, which torch 2.13.0+cu126 was "
             f"not built for ({' '.join(built_for)}): its first CUDA operation would fail with "
-            f"'no kernel image is available'; pip install \"torch==2.13.0+{advice}\" --index-url "
-            f"{INDEX}/{advice} installs torch 2.13.0 built for CUDA "
+            f"'no kernel image is available'; pip install \"torch==2.13.0+{advice}\" "
+            f"--extra-index-url {INDEX}/{advice} installs torch 2.13.0 built for CUDA "
             f"{'12.9' if advice == 'cu129' else '12.6'}, which runs on this GPU; or use "
             f"--device cpu")
     code, out, _ = run_main("a01_tensors.py", [], capsys)

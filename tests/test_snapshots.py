@@ -147,5 +147,5 @@ def test_torchrun_max_restarts_resumes_after_a_killed_worker(tmp_path):
     launch.wait(timeout=300)
     out = err = output.read_text()
     assert launch.returncode == 0, err[-3000:]
-    assert out.count("Resuming from epoch") == 2 * 3 and "connectFullMesh" not in err
+    assert out.count("Resuming from epoch") == 3 and "connectFullMesh" not in err  # rank 0's
     assert "Global training accuracy over all 2 processes: 1.0" in out
