@@ -39,7 +39,7 @@ def main(chosen: torch.device | None = None, benchmark: bool = False,
     runner.heading("9.1 Computations on GPU devices")
     section_9_1_tensors_on_device(chosen)
     if benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
-        devices.exercise_a4(sizes)
+        gpu_articles.exercise_a4(sizes)
         gpu_articles.tensor_cores(max(sizes))
 
     runner.heading("9.2 Single-GPU training")

@@ -1,6 +1,6 @@
 """Devices, not the tutorial's code: whether this install fits this machine (a01: each way it
-misses the GPU is one line, with the command that fits), whether a08's processes have a GPU
-each, Exercise A.4."""
+misses the GPU is one line, with the command that fits), the device a07 shows, whether a08's
+processes have a GPU each."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import subprocess
 import torch
 import torch.distributed
 
-from common.runner import heading, words
+from common.runner import words
 
 INDEX = "https://download.pytorch.org/whl"  # PyTorch's own wheels, a folder per CUDA version
 SELECTOR = "https://pytorch.org/get-started/locally/"
@@ -214,47 +214,3 @@ def show_device(given: torch.device | None) -> torch.device:
           "adding a CPU tensor to a GPU tensor raises RuntimeError: Expected all tensors\n"
           "to be on the same device. Every tensor in one operation must live on one device.")
     return device
-
-
-def time_matmul(shape: tuple[int, int, int], device: torch.device,
-                dtype: torch.dtype = torch.float32) -> float:
-    """Median seconds of an (m x k) @ (k x n) product, waited for (torch's Timer waits for MPS
-    only from about 2.9), with torch's CPU threads (the Timer's default: 1)."""
-    from torch.utils import benchmark  # here: its import is slow
-
-    generator = torch.Generator().manual_seed(shape[0])
-    a = torch.rand(shape[:2], generator=generator).to(device, dtype)
-    b = torch.rand(shape[1:], generator=generator).to(device, dtype)
-    (a @ b).sum().item()  # warm-up: the first call pays for kernel selection
-    wait = (lambda: None) if device.type == "cpu" else getattr(torch, device.type).synchronize
-    return benchmark.Timer("a @ b; wait()", globals={"a": a, "b": b, "wait": wait},
-                           num_threads=torch.get_num_threads()).blocked_autorange(
-        min_run_time=0.2).median
-
-
-def exercise_a4(sizes: tuple[int, ...]) -> None:
-    """The solution's own case, a table of sizes, and where the accelerator starts to win."""
-    heading("9.1 Exercise A.4: when does the accelerator win?")
-    devices = [torch.device("cpu")] + ([torch.device(found)] if (found := accelerator()) else [])
-    timed = ", ".join(f"{device.type.upper()} {time_matmul((100, 200, 300), device) * 1e6:.1f} us"
-                      for device in devices)
-    name = found.upper() if found else None
-    header = f"{'size':>6} | {'CPU (ms)':>10}" + (
-        f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
-    print(f"The solution's own case, 100x200 @ 200x300: {timed}\n"
-          "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
-          "GPU figure is mostly the time to launch the kernel)\nMedian time of one float32 "
-          f"(size x size) @ (size x size) product; the CPU uses {torch.get_num_threads()} "
-          f"thread(s):")
-    print(f"{header}\n{'-' * len(header)}")
-    wins_from = None  # the smallest size from which on the accelerator wins at every size
-    for size in sizes:
-        cpu, *other = (time_matmul((size,) * 3, device) for device in devices)
-        line = f"{size:>6} | {cpu * 1e3:>10.3f}"
-        if other:
-            line += f" | {other[0] * 1e3:>10.3f} | {cpu / other[0]:>7.1f}x"
-            wins_from = (wins_from or size) if other[0] < cpu else None
-        print(line)
-    print("No accelerator on this machine, so there is no second column to compare with."
-          if name is None else f"The {name} wins from size {wins_from} on." if wins_from else
-          f"The {name} did not win at any size measured.")

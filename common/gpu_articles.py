@@ -1,7 +1,7 @@
 """The two GPU articles that came with the tutorial (a short GPU how-to and a longer GPU
 guide), runnable: a07 --gpu-guides runs each part under a heading that names its article, on
-a07's device, and says in one line what cannot run there; a07 --benchmark times the guide's
-tensor cores after Exercise A.4.
+a07's device, and says in one line what cannot run there; a07 --benchmark times Exercise A.4
+(section 9.1's), then the guide's tensor cores.
 
 First the articles' models, with the articles' layers and interfaces, and what was broken as
 published fixed (each fix says FIXED and why); then the parts that run and measure them."""
@@ -20,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 from torch.utils.data import DataLoader, TensorDataset
 
 from common import NeuralNetwork, compute_accuracy, toy_loaders
-from common.devices import device_to_show, time_matmul
+from common.devices import accelerator, device_to_show
 from common.runner import heading
 
 NO_CUDA = "(no CUDA GPU here)"
@@ -531,3 +531,47 @@ def tensor_cores(size: int) -> None:
         print(f"{name:>9}: {seconds * 1e3:9.3f} ms, {base / seconds:5.1f}x float32's speed")
     if lacking:
         print(lacking)
+
+
+def time_matmul(shape: tuple[int, int, int], device: torch.device,
+                dtype: torch.dtype = torch.float32) -> float:
+    """Median seconds of an (m x k) @ (k x n) product, waited for (torch's Timer waits for MPS
+    only from about 2.9), with torch's CPU threads (the Timer's default: 1)."""
+    from torch.utils import benchmark  # here: its import is slow
+
+    generator = torch.Generator().manual_seed(shape[0])
+    a = torch.rand(shape[:2], generator=generator).to(device, dtype)
+    b = torch.rand(shape[1:], generator=generator).to(device, dtype)
+    (a @ b).sum().item()  # warm-up: the first call pays for kernel selection
+    wait = (lambda: None) if device.type == "cpu" else getattr(torch, device.type).synchronize
+    return benchmark.Timer("a @ b; wait()", globals={"a": a, "b": b, "wait": wait},
+                           num_threads=torch.get_num_threads()).blocked_autorange(
+        min_run_time=0.2).median
+
+
+def exercise_a4(sizes: tuple[int, ...]) -> None:
+    """The solution's own case, a table of sizes, and where the accelerator starts to win."""
+    heading("9.1 Exercise A.4: when does the accelerator win?")
+    devices = [torch.device("cpu")] + ([torch.device(found)] if (found := accelerator()) else [])
+    timed = ", ".join(f"{device.type.upper()} {time_matmul((100, 200, 300), device) * 1e6:.1f} us"
+                      for device in devices)
+    name = found.upper() if found else None
+    header = f"{'size':>6} | {'CPU (ms)':>10}" + (
+        f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
+    print(f"The solution's own case, 100x200 @ 200x300: {timed}\n"
+          "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
+          "GPU figure is mostly the time to launch the kernel)\nMedian time of one float32 "
+          f"(size x size) @ (size x size) product; the CPU uses {torch.get_num_threads()} "
+          f"thread(s):")
+    print(f"{header}\n{'-' * len(header)}")
+    wins_from = None  # the smallest size from which on the accelerator wins at every size
+    for size in sizes:
+        cpu, *other = (time_matmul((size,) * 3, device) for device in devices)
+        line = f"{size:>6} | {cpu * 1e3:>10.3f}"
+        if other:
+            line += f" | {other[0] * 1e3:>10.3f} | {cpu / other[0]:>7.1f}x"
+            wins_from = (wins_from or size) if other[0] < cpu else None
+        print(line)
+    print("No accelerator on this machine, so there is no second column to compare with."
+          if name is None else f"The {name} wins from size {wins_from} on." if wins_from else
+          f"The {name} did not win at any size measured.")

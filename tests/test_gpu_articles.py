@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common import devices, gpu_articles
+from common import gpu_articles
 from common.gpu_articles import (
     Blocks,
     ConvNet,
@@ -320,7 +320,7 @@ def test_benchmark_times_with_torchs_threads(monkeypatch):
     monkeypatch.setattr(benchmark, "Timer",
                         lambda *args, **kwargs: timers.append(kwargs) or real_timer(*args,
                                                                                     **kwargs))
-    devices.time_matmul((8, 8, 8), torch.device("cpu"))
+    gpu_articles.time_matmul((8, 8, 8), torch.device("cpu"))
     assert timers[0]["num_threads"] == torch.get_num_threads()
 
 

@@ -142,16 +142,17 @@ def test_a05_section_7_predictions(a05):
     assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(out, "7 compute_accuracy")
 
 
-@pytest.mark.parametrize("script", ["a05_training_loop.py", "a07_gpu_single.py"])
-def test_the_texts_constants_are_the_ones_a_learner_edits(script, tmp_path):
-    """`num_epochs = 3` and `lr=0.5` stand in the code, as in the text: a learner's edit of
-    each changes the run (no flag's default overrides them)."""
-    source = (ROOT / script).read_text()
-    assert source.count("num_epochs = 3\n") == source.count("lr=0.5)") == 1
+def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path):
+    """`num_epochs = 3` and `lr=0.5` stand in the code, as in the text (`lr=0.5` once in each
+    of a05 to a08): a learner's edit of each changes the run (no flag overrides them)."""
+    for script in SCRIPTS[4:]:
+        assert (ROOT / script).read_text().count("lr=0.5)") == 1, script
+    for script in ("a05_training_loop.py", "a07_gpu_single.py"):
+        assert (ROOT / script).read_text().count("    num_epochs = 3\n") == 1, script
     (tmp_path / "common").symlink_to(ROOT / "common")
-    (tmp_path / script).write_text(source.replace("num_epochs = 3\n", "num_epochs = 1\n")
-                                   .replace("lr=0.5)", "lr=0.05)"))
-    result = run([sys.executable, script], tmp_path)
+    (tmp_path / "a05.py").write_text((ROOT / "a05_training_loop.py").read_text().replace(
+        "num_epochs = 3\n", "num_epochs = 1\n").replace("lr=0.5)", "lr=0.05)"))
+    result = run([sys.executable, "a05.py"], tmp_path)
     assert result.returncode == 0, result.stderr
     assert [line[:-4] for line in loss_lines(result.stdout)] == \
         [line[:-4].replace("/003", "/001") for line in TUTORIAL_LOSS_LINES[:2]]
