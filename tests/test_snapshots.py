@@ -90,18 +90,16 @@ def test_a_snapshot_that_cannot_be_resumed_is_one_line(one_process, capsys):
     assert not (one_process / "CODE_RAN").exists()
 
 
-def test_a_resume_goes_on_at_the_snapshots_learning_rate(tmp_path):
+def test_a_resume_goes_on_at_the_snapshots_learning_rate(one_process, tmp_path_factory,
+                                                          capsys):
     """A learner edits lr=0.5 and resumes: the optimizer's state brings the snapshot's rate
     back, and the resume says so."""
-    (tmp_path / "common").symlink_to(ROOT / "common")
-    edited = (ROOT / "a08_ddp_torchrun.py").read_text().replace("lr=0.5)", "lr=0.05)")
-    (tmp_path / "my_a08.py").write_text(edited)
-    env = clean_env() | {"MASTER_PORT": str(free_port())}
-    assert run(a08_command("--snapshot", "s.pt", "--epochs", "1"), tmp_path, env).returncode == 0
-    result = run([sys.executable, "my_a08.py", "--snapshot", "s.pt", "--epochs", "2"], tmp_path,
-                 env)
-    assert result.returncode == 0, result.stderr
-    assert "continuing with epoch 2 at the snapshot's lr=0.5\n" in result.stdout
+    edited = tmp_path_factory.mktemp("edited") / "my_a08.py"
+    edited.write_text((ROOT / "a08_ddp_torchrun.py").read_text().replace("lr=0.5)", "lr=0.05)"))
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt", "--epochs", "1"], capsys)[0] == 0
+    code, out, err = run_main(str(edited), ["--snapshot", "s.pt", "--epochs", "2"], capsys)
+    assert code == 0, err
+    assert "continuing with epoch 2 at the snapshot's lr=0.5\n" in out
 
 
 def test_sigterm_mid_training_keeps_a_whole_snapshot_and_the_same_command_resumes(tmp_path):
