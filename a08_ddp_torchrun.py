@@ -105,7 +105,7 @@ def main(rank, world_size, num_epochs):
 
     first_epoch = checkpoints.resume(args.snapshot, model, optimizer,  # EXTRA: --snapshot
                                      checkpoints.settings_of(args), num_epochs, rank)
-    model = DDP(model)  # NEW (the text's device_ids=[rank] names a GPU: DDP finds the device)
+    model = DDP(model)  # NEW: DDP finds the model's device (the text's device_ids=[rank]: a GPU)
     # the model itself is now model.module
 
     for epoch in range(first_epoch, num_epochs):

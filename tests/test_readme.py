@@ -235,8 +235,8 @@ LEARNER_REPORTS = [
     ("```powershell", ["py -m venv .venv", "python -m venv .venv"]),  # python/pymanager#223
     ("**Notebooks", ["`import a05_training_loop`, then `a05_training_loop.main()`"]),  # ex.#369
     # issue 41's fourth reading
-    ("**Windows.**", ["Windows on ARM (Snapdragon)", "`from versions: none`",  # pytorch#133804
-                      "PyTorch's CPU index has builds for some Pythons"]),
+    ("**Windows.**", ["PyPI has no torch for Windows on ARM", "`from versions: none`",  # #133804
+                      "PyTorch's CPU index has some"]),
     ("**AMD and Intel GPUs**", ["ROCm's Linux builds", "lacks `torch.distributed`",  # TheRock#1179
                                 "`--device xpu`"]),  # ROCm/legacy-rocm-build#2354, kokoro#273
     ("**macOS.**", ["as on Linux from Python 3.14"]),  # pytorch/pytorch#169252
@@ -247,9 +247,9 @@ LEARNER_REPORTS = [
     # issue 46's fifth reading
     ("## Quick start", ["a 64-bit Python: PyTorch has no 32-bit builds",  # pytorch#27815, #50535
                         "`cu126` ends with torch 2.14"]),  # ai-engineering-from-scratch#192
-    ("**Windows.**", ["A 32-bit Python gets the same `from versions: none`",
+    ("**Windows.**", ["nor for a 32-bit Python (PyTorch has no 32-bit builds)",
                       "[WinError 1455] The paging file is too small",  # yolov5#11418, #59904
-                      "start fewer processes (`--spawn 1`)"]),
+                      "let Windows manage the page file", "or `--spawn 1`"]),
     ("## When things go wrong", [
         # NVIDIA/nccl#1838, #2388, pytorch/pytorch#152302: the fix beside the error it fixes
         "(size 0)`, or `Cuda failure 217 'peer access is not supported between these two devices'`",
