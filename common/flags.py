@@ -137,8 +137,9 @@ def a08_parser(doc: str | None = None) -> Parser:
 
 def a08_settings() -> argparse.Namespace:
     """a08's flags, as each process reads them from its command line (as it reads MASTER_ADDR
-    from its environment): --spawn's processes inherit their parent's. a08() checked them."""
-    return a08_parser().parse_args()
+    from its environment): --spawn's processes inherit their parent's. a08() checked them; what
+    is not a08's (a notebook kernel's -f FILE) is left alone."""
+    return a08_parser().parse_known_args()[0]
 
 
 def a08(doc: str) -> argparse.Namespace:

@@ -283,3 +283,9 @@ def test_a_notebook_calling_main(monkeypatch, capsys):
     a05_training_loop.main()
     assert loss_lines(capsys.readouterr().out) == TUTORIAL_LOSS_LINES
     torch.set_printoptions(profile="default", sci_mode=None)
+    import a08_ddp_torchrun  # one process, as a cell can run it, seeded as its __main__ is
+    torch.manual_seed(123)
+    a08_ddp_torchrun.main(0, 1, 1)
+    assert loss_lines(capsys.readouterr().out) == [
+        f"[CPU0] Epoch: 001/001 | Batchsize 002 | Train/Val Loss: {loss}" for loss in
+        ("0.66", "0.33")]
