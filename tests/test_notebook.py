@@ -1,7 +1,7 @@
-"""(stress) The README's notebook cells, run in a real Jupyter kernel as a local Jupyter or VS
-Code runs one from a virtual environment: the kernel's own Python, with no `python` on PATH.
-A bare `!python` fails there; the README's cells work. Needs ipykernel, nbclient and nbformat
-(.ci/run installs them); skips with the reason without them."""
+"""The README's notebook cells, each one line of code; (stress) run in a real Jupyter kernel as
+a local Jupyter or VS Code runs one from a virtual environment: the kernel's own Python, with no
+`python` on PATH. A bare `!python` fails there; the README's cells work. Needs ipykernel,
+nbclient and nbformat (.ci/run installs them); skips with the reason without them."""
 
 import re
 import shutil
@@ -10,8 +10,6 @@ import pytest
 
 from conftest import ROOT, clean_env
 from test_readme import readme
-
-pytestmark = pytest.mark.stress
 
 
 def notebook_cells() -> list[str]:
@@ -34,6 +32,7 @@ def test_the_readme_gives_cells_that_use_the_kernels_python():
     assert cells[4:] == ["import a05_training_loop", "a05_training_loop.main()"]
 
 
+@pytest.mark.stress
 def test_the_readmes_cells_run_in_a_kernel_without_python_on_path(tmp_path):
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")
     nbformat = pytest.importorskip("nbformat", reason="pip install nbformat")
