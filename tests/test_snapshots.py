@@ -102,6 +102,19 @@ def test_a_resume_goes_on_at_the_snapshots_learning_rate(one_process, tmp_path_f
     assert "continuing with epoch 2 at the snapshot's lr=0.5\n" in out
 
 
+def test_a_diverged_run_never_writes_a_snapshot(one_process, tmp_path_factory, capsys):
+    """A learner's lr=1e30 in a fresh run: the loss prints as nan, no snapshot of non-finite
+    weights is written, and one line says why. (Over an existing snapshot the resume brings
+    the snapshot's own rate back: test_a_resume_goes_on_at_the_snapshots_learning_rate.)"""
+    edited = tmp_path_factory.mktemp("edited") / "my_a08.py"
+    edited.write_text((ROOT / "a08_ddp_torchrun.py").read_text().replace("lr=0.5)", "lr=1e30)"))
+    code, out, err = run_main(str(edited), ["--snapshot", "s.pt"], capsys)
+    assert code == 1 and "Train/Val Loss: nan" in out
+    assert err == ("error: the model's weights are no longer finite numbers (the loss diverged: "
+                   "is the learning rate too large?), so nothing was written to s.pt\n")
+    assert list(one_process.iterdir()) == []
+
+
 def test_sigterm_mid_training_keeps_a_whole_snapshot_and_the_same_command_resumes(tmp_path):
     """What a preempted or killed run meets: SIGTERM."""
     env = clean_env() | {"MASTER_PORT": str(free_port())}
