@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
+import timeit
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -535,18 +537,17 @@ def tensor_cores(size: int) -> None:
 
 def time_matmul(shape: tuple[int, int, int], device: torch.device,
                 dtype: torch.dtype = torch.float32) -> float:
-    """Median seconds of an (m x k) @ (k x n) product, waited for (torch's Timer waits for MPS
-    only from about 2.9), with torch's CPU threads (the Timer's default: 1)."""
-    from torch.utils import benchmark  # here: its import is slow
-
+    """Median seconds of an (m x k) @ (k x n) product, waited for on an accelerator, with
+    torch's CPU threads. Python's timeit: torch.utils.benchmark needs setuptools before torch
+    2.5, which Python 3.12's virtual environments lack (pytorch/pytorch#127921)."""
     generator = torch.Generator().manual_seed(shape[0])
     a = torch.rand(shape[:2], generator=generator).to(device, dtype)
     b = torch.rand(shape[1:], generator=generator).to(device, dtype)
     (a @ b).sum().item()  # warm-up: the first call pays for kernel selection
     wait = (lambda: None) if device.type == "cpu" else getattr(torch, device.type).synchronize
-    return benchmark.Timer("a @ b; wait()", globals={"a": a, "b": b, "wait": wait},
-                           num_threads=torch.get_num_threads()).blocked_autorange(
-        min_run_time=0.2).median
+    timer = timeit.Timer(lambda: (a @ b, wait()))
+    number = max(1, timer.autorange()[0] // 4)  # calls in a twentieth of a second
+    return statistics.median(timer.repeat(repeat=5, number=number)) / number
 
 
 def exercise_a4(sizes: tuple[int, ...]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,21 @@ sys.path.insert(0, str(ROOT))  # the tests import the scripts and common/, as th
 sys.path.append(str(SHIMS))
 
 from answers import hide_accelerators  # noqa: E402
+
+# Windows' rules, where the suite runs on Windows or simulates it (SIMULATE_WINDOWS=1, a step of
+# .ci/run: subprocess refuses preexec_fn, symbolic links need developer mode, no `ps`)
+WINDOWS = sys.platform == "win32" or os.environ.get("SIMULATE_WINDOWS") == "1"
+if WINDOWS and sys.platform != "win32":
+    import windows_rules  # noqa: F401
+
+# What a test needs that some systems lack, said where the test is
+posix_signals = pytest.mark.skipif(WINDOWS, reason="POSIX signals: Windows has no SIGTERM "
+                                   "handler, SIGKILL or process groups to signal")
+fake_commands = pytest.mark.skipif(WINDOWS, reason="fakes a command (nvidia-smi, srun) with a "
+                                   "shell script: Linux, macOS")
+links = pytest.mark.skipif(WINDOWS, reason="a symbolic link needs developer mode on Windows")
+lists_processes = pytest.mark.skipif(WINDOWS or shutil.which("ps") is None,
+                                     reason="lists a process's children with ps (Linux, macOS)")
 
 SCRIPTS = [path.name for path in sorted(ROOT.glob("a0*.py"))]
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
@@ -71,11 +87,19 @@ def run(command: list[str], cwd: Path, env: dict | None = None,
                           env=env or clean_env())
 
 
-def start(command: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
-    """``command`` started with its output piped, and SIGINT at its default as in a terminal."""
+def start(command: list[str], cwd: Path, env: dict | None = None,
+          session: bool = False) -> subprocess.Popen:
+    """``command`` started with its output piped, and Ctrl-C as a terminal gives it: SIGINT at
+    its default (pytest-xdist's workers ignore it; POSIX), or a process group of its own that
+    CTRL_BREAK_EVENT reaches (Windows, which has no preexec_fn). ``session``: a group of its
+    own on POSIX too, as a terminal's foreground job."""
+    if WINDOWS:
+        options = {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)}
+    else:
+        options = {"start_new_session": session,
+                   "preexec_fn": lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)}
     return subprocess.Popen(command, cwd=cwd, env=env or clean_env(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **options)
 
 
 def run_together(commands: dict, cwd_of, env_of=lambda key: clean_env()) -> dict:
@@ -93,29 +117,50 @@ def run_together(commands: dict, cwd_of, env_of=lambda key: clean_env()) -> dict
 
 
 class CodeRunningPickle:
-    """Unpickled, it runs ``touch marker``: what a malicious checkpoint holds."""
+    """Unpickled, it runs Python code that writes ``marker``: what a malicious checkpoint
+    holds."""
 
     def __init__(self, marker: Path) -> None:
         self.marker = marker
 
     def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
+        return (exec, (f"open({str(self.marker)!r}, 'w').close()",))
+
+
+def process_table() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, state, command line) of every process, from ``ps`` (Linux, macOS;
+    marker ``lists_processes``)."""
+    table = {}
+    for line in subprocess.run(["ps", "-A", "-ww", "-o", "pid=", "-o", "ppid=", "-o", "stat=", "-o",
+                                "args="], capture_output=True, text=True).stdout.splitlines():
+        pid, parent, state, *args = line.split(None, 3)
+        table[int(pid)] = (int(parent), state, args[0] if args else "")
+    return table
 
 
 def descendants(pid: int) -> list[int]:
-    """The processes ``pid`` started, and theirs (Linux: /proc), alive or not yet reaped."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError):
-            continue
-    found, frontier = [], [pid]
+    """The processes ``pid`` started, and theirs, alive or not yet reaped."""
+    table, found, frontier = process_table(), [], [pid]
     while frontier:
-        children = [child for child, parent in parents.items() if parent in frontier]
+        children = [child for child, (parent, _, _) in table.items() if parent in frontier]
         found += children
         frontier = children
     return found
+
+
+def copy_of(script: str, folder: Path, edits: dict[str, str] | None = None,
+            name: str | None = None) -> Path:
+    """A learner's copy of ``script`` in ``folder`` (as ``name``), common/ copied beside it (a
+    link needs developer mode on Windows), each ``old`` text in ``edits`` (there: asserted)
+    replaced by its ``new``."""
+    source = (ROOT / script).read_text()
+    for old, new in (edits or {}).items():
+        assert old in source, old
+        source = source.replace(old, new)
+    shutil.copytree(ROOT / "common", folder / "common", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (copy := folder / (name or script)).write_text(source)
+    return copy
 
 
 def section(out: str, title: str) -> str:
@@ -150,7 +195,7 @@ RUNS = {  # what many tests read, run once when first asked: key -> (its command
                       ("no_libuv",)),
     "a07 --gpu-guides": (lambda: [sys.executable, str(ROOT / "a07_gpu_single.py"),
                                   "--gpu-guides", "--device", "cpu", "--benchmark", "--sizes",
-                                  "64,256"], ("mps_pooling",)),
+                                  "64,256"], ("mps_pooling", "no_setuptools")),
 }
 
 

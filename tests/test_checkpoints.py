@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from common import NeuralNetwork, checkpoints, runner
-from conftest import ROOT, CodeRunningPickle, run, run_main
+from conftest import ROOT, WINDOWS, CodeRunningPickle, copy_of, links, posix_signals, run, run_main
 
 
 def saved_on(device: str, path: Path) -> None:
@@ -119,7 +119,7 @@ with checkpoints.atomic_path(sys.argv[1]) as tmp:
 """
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="kills a process")
+@posix_signals
 def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans_up(tmp_path):
     target = tmp_path / "model.pth"
     torch.save({"w": torch.arange(10.0)}, target)
@@ -188,7 +188,8 @@ def test_a_save_another_program_holds_is_tried_again_then_named(tmp_path, monkey
 @pytest.mark.parametrize("target, message", [
     ("a_folder", "a_folder is a folder; give the path of a file"),
     ("no/such/model.pth", "no/such/model.pth: cannot write there (No such file or directory)"),
-    ("/dev/null", "/dev/null is not a regular file"),
+    pytest.param("/dev/null", "/dev/null is not a regular file", marks=pytest.mark.skipif(
+        WINDOWS, reason="/dev/null: Linux, macOS")),
 ])
 def test_a_path_that_cannot_be_written_is_refused_before_training(target, message, tmp_path,
                                                                   monkeypatch, capsys):
@@ -199,6 +200,7 @@ def test_a_path_that_cannot_be_written_is_refused_before_training(target, messag
     assert f"error: argument --path: {message}" in err.splitlines()[-1]
 
 
+@links
 def test_a_link_is_followed_and_its_target_replaced(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "real.pth").write_bytes(b"old")
@@ -212,9 +214,7 @@ def test_a_link_is_followed_and_its_target_replaced(tmp_path, monkeypatch, capsy
 def test_a_diverged_run_never_replaces_a_saved_model(tmp_path):
     """A learner's lr=1e30: the loss prints as nan (they should see it), and the saved model
     stays as it was, with one line saying why."""
-    (tmp_path / "common").symlink_to(ROOT / "common")
-    source = (ROOT / "a06_save_load.py").read_text()
-    (tmp_path / "a06_save_load.py").write_text(source.replace("lr=0.5)", "lr=1e30)"))
+    copy_of("a06_save_load.py", tmp_path, {"lr=0.5)": "lr=1e30)"})
     torch.save(NeuralNetwork(2, 2).state_dict(), tmp_path / "model.pth")
     before = (tmp_path / "model.pth").read_bytes()
     result = run([sys.executable, "a06_save_load.py"], tmp_path)

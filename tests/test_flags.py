@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env, free_port, loss_lines, run, run_main
+from conftest import clean_env, copy_of, free_port, loss_lines, run, run_main
 
 BAD_FLAGS = [
     ("a05_training_loop.py", ["--plot", "plot.jpg"], "argument --plot: plot.jpg: the plot is a "
@@ -103,8 +103,7 @@ def test_only_rank_0_prints_a_usage_error(monkeypatch, capsys):
 def test_a_renamed_copy_obeys_its_flags(tmp_path):
     """A learner's my_a08.py beside the scripts (common/ with it) reads its command line, in
     __main__ and in the process's own functions."""
-    (tmp_path / "my_a08.py").write_text((ROOT / "a08_ddp_torchrun.py").read_text())
-    (tmp_path / "common").symlink_to(ROOT / "common")
+    copy_of("a08_ddp_torchrun.py", tmp_path, name="my_a08.py")
     result = run([sys.executable, "my_a08.py", "--epochs", "1", "--batch-size", "5"], tmp_path,
                  clean_env() | {"MASTER_PORT": str(free_port())})  # not the text's 12345
     assert result.returncode == 0, result.stderr

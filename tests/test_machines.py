@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from common import devices, runner
-from conftest import ROOT, clean_env, run_main, run_together, section, start
+from conftest import ROOT, clean_env, fake_commands, run_main, run_together, section, start
 
 INDEX = "https://download.pytorch.org/whl"
 # torch's own list of its CUDA builds, as torch 2.13's:
@@ -46,6 +46,7 @@ def machine_with(monkeypatch, tmp_path):
     return simulate
 
 
+@fake_commands
 @pytest.mark.parametrize("system", ["Linux", "Windows"])
 def test_a_cpu_only_build_beside_an_nvidia_gpu_is_named(system, machine_with, monkeypatch,
                                                         capsys):
@@ -70,6 +71,7 @@ BUILD_TABLES = {"2.13": CUDA_BUILDS, "2.12": {cuda: codes["x86_64"] for cuda, co
                                               CUDA_BUILDS.items()}, "2.10": None}
 
 
+@fake_commands
 @pytest.mark.parametrize("torch_version", BUILD_TABLES)
 def test_every_shape_of_torchs_build_table_gives_advice(torch_version, machine_with,
                                                          monkeypatch):
@@ -89,6 +91,7 @@ def test_every_shape_of_torchs_build_table_gives_advice(torch_version, machine_w
                          "CUDA build (add --force-reinstall)"), note
 
 
+@fake_commands
 def test_a_pascal_gpu_under_torch_2_15_gets_the_last_torch_built_for_it(machine_with,
                                                                         monkeypatch):
     """torch 2.15 has no cu126 wheels, the last for sm_50 to sm_70, though its table lists 12.6
@@ -107,6 +110,7 @@ def test_a_pascal_gpu_under_torch_2_15_gets_the_last_torch_built_for_it(machine_
                          f"first (this is Python 3.15.0)"), note
 
 
+@fake_commands
 def test_cuda_that_cannot_start_beside_an_nvidia_gpu_is_named(machine_with, monkeypatch,
                                                               capsys):
     """A CUDA build, a driver, a GPU, and CUDA failing to start (after a laptop's suspend; a
@@ -133,6 +137,7 @@ def test_cuda_that_cannot_start_beside_an_nvidia_gpu_is_named(machine_with, monk
     assert code == 0 and out.splitlines()[0] == f"Note: training on the CPU: {note}", err
 
 
+@fake_commands
 @pytest.mark.parametrize("gpu, capability, built_for, advice", [
     ("NVIDIA GeForce RTX 5090", (12, 0), ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86",
                                           "sm_90"], "cu129"),  # a new card, cu126's build
@@ -161,6 +166,7 @@ def test_a_gpu_missing_from_the_build_is_named_before_its_first_cuda_operation(
     assert code == 2 and err.splitlines()[-1].endswith(f"argument --device cuda: {line}")
 
 
+@fake_commands
 @pytest.mark.parametrize("gpu, capability, built_for", [
     (None, None, None),  # no NVIDIA driver: a CPU-only build is all there is to have
     ("NVIDIA GeForce RTX 3090", (8, 6), ["sm_80", "sm_90"]),  # sm_80's code runs on sm_86
@@ -355,6 +361,7 @@ def test_nccls_last_error_names_the_cause(capsys):
         "/dev/shm/nccl-vzIpS6 (size 9637888) (README: When things go wrong)\n")
 
 
+@fake_commands
 @pytest.mark.stress
 def test_the_default_suite_passes_on_machines_with_an_accelerator(tmp_path):
     """Its device-dependent files, as on a CUDA machine (with NVIDIA's nvidia-smi) and a Mac,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, fake_commands
 
 # what can be run here, in the environment the Quick start made, is run by
 # test_quick_start.py::test_quick_start_then_every_readme_command_in_a_fresh_clone (stress)
@@ -284,6 +284,7 @@ def test_the_quick_start_gets_the_right_torch_before_pip_install():
          "Windows with an NVIDIA GPU")]
 
 
+@fake_commands
 def test_the_sbatch_script_gives_each_machine_its_number_from_slurm(tmp_path):
     """torchrun's c10d rendezvous picks the machine that hosts it by matching host names, and
     hangs where the head node's name resolves to another interface (pytorch/pytorch#73656):

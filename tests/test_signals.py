@@ -6,24 +6,29 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from common import runner
-from conftest import ROOT, a08_command, clean_env, descendants, free_port
+from conftest import (
+    ROOT,
+    a08_command,
+    clean_env,
+    descendants,
+    free_port,
+    lists_processes,
+    posix_signals,
+    process_table,
+    start,
+)
 
-needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
 LONG = ("--epochs", "5000", "--num-samples", "400")  # training that outlasts the test
 
 
 def started(command: list[str], cwd, env=None, line: str = "Epoch:",
             session: bool = False) -> subprocess.Popen:
     """``command``, once a line of its output holds ``line``."""
-    process = subprocess.Popen(command, cwd=cwd, env=env or clean_env(), text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=session,  # SIGINT as a terminal has it:
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = start(command, cwd, env, session)
     for output in process.stdout:
         if line in output:
             return process
@@ -45,12 +50,10 @@ def ended_within(process: subprocess.Popen, seconds: float, family: list[int],
 
 
 def running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return pid in (table := process_table()) and not table[pid][1].startswith("Z")
 
 
+@posix_signals
 def test_a_process_waiting_for_its_peer_ends_at_once_on_ctrl_c(tmp_path):
     """Python's own Ctrl-C would wait while torch waits in C++ for the peer (80 s and more);
     SIGTERM's default ends a process at once anyway (test_snapshots sends it mid-training)."""
@@ -65,7 +68,8 @@ def test_a_process_waiting_for_its_peer_ends_at_once_on_ctrl_c(tmp_path):
     assert time.monotonic() - sent < 2
 
 
-@needs_proc
+@posix_signals
+@lists_processes
 @pytest.mark.stress
 def test_sigterm_to_torchrun_ends_every_process(tmp_path):
     """torchrun passes SIGTERM (a preemption, a kill) on to its workers, which end at once."""
@@ -77,13 +81,13 @@ def test_sigterm_to_torchrun_ends_every_process(tmp_path):
     assert process.returncode != 0
 
 
-@needs_proc
+@posix_signals
+@lists_processes
 def test_sigterm_to_one_spawn_worker_ends_the_run(tmp_path):
     """The parent ends the other worker (torch's spawn); each says in one line why it ended."""
     process = started(a08_command("--spawn", "2", *LONG), tmp_path)
     family = descendants(process.pid)
-    workers = [pid for pid in family
-               if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    workers = [pid for pid in family if "spawn_main" in process_table()[pid][2]]
     assert len(workers) == 2
     os.kill(max(workers), signal.SIGTERM)
     err = ended_within(process, 15, family)
@@ -91,7 +95,8 @@ def test_sigterm_to_one_spawn_worker_ends_the_run(tmp_path):
     assert err and all(line.startswith("error: process ") for line in err.splitlines()), err
 
 
-@needs_proc
+@posix_signals
+@lists_processes
 @pytest.mark.stress
 @pytest.mark.parametrize("target", ["parent", "group"])
 def test_sigterm_or_ctrl_c_to_spawns_parent_ends_every_worker(target, tmp_path):
@@ -106,7 +111,8 @@ def test_sigterm_or_ctrl_c_to_spawns_parent_ends_every_worker(target, tmp_path):
     ended_within(process, 15, family)
 
 
-@needs_proc
+@posix_signals
+@lists_processes
 @pytest.mark.stress
 def test_ctrl_c_during_the_walkthrough_ends_it_and_every_process(tmp_path):
     process = started([sys.executable, "-m", "common.walkthrough"], ROOT,

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +19,9 @@ from conftest import (
     clean_env,
     descendants,
     free_port,
+    lists_processes,
+    posix_signals,
+    process_table,
     run,
     run_main,
     start,
@@ -115,6 +117,7 @@ def test_a_diverged_run_never_writes_a_snapshot(one_process, tmp_path_factory, c
     assert list(one_process.iterdir()) == []
 
 
+@posix_signals
 def test_sigterm_mid_training_keeps_a_whole_snapshot_and_the_same_command_resumes(tmp_path):
     """What a preempted or killed run meets: SIGTERM."""
     env = clean_env() | {"MASTER_PORT": str(free_port())}
@@ -135,6 +138,8 @@ def test_sigterm_mid_training_keeps_a_whole_snapshot_and_the_same_command_resume
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.pt"]
 
 
+@posix_signals
+@lists_processes
 @pytest.mark.stress
 def test_torchrun_max_restarts_resumes_after_a_killed_worker(tmp_path):
     """The README's command, a worker killed mid-training three times: torchrun restarts both,
@@ -153,8 +158,9 @@ def test_torchrun_max_restarts_resumes_after_a_killed_worker(tmp_path):
                 tmp_path / "s.pt", weights_only=True)["epochs_completed"] < kill_at:
             assert launch.poll() is None and time.monotonic() < deadline, output.read_text()
             time.sleep(0.05)
-        os.kill(max(pid for pid in descendants(launch.pid)
-                    if b"a08" in Path(f"/proc/{pid}/cmdline").read_bytes()), signal.SIGKILL)
+        table = process_table()
+        os.kill(max(pid for pid in descendants(launch.pid) if "a08" in table[pid][2]),
+                signal.SIGKILL)
     launch.wait(timeout=300)
     out = err = output.read_text()
     assert launch.returncode == 0, err[-3000:]
