@@ -11,7 +11,45 @@ import torch.nn.functional as F
 from common import NeuralNetwork, compute_accuracy, flags, plots, runner, toy_data, toy_loaders
 
 
-def show_predictions(model: torch.nn.Module) -> None:
+def main(plot=None):
+    runner.heading("7 A typical training loop")
+    train_loader, test_loader = toy_loaders()  # section 6's loaders
+    torch.manual_seed(123)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+
+    num_epochs = 3
+    for epoch in range(num_epochs):
+
+        model.train()
+        for batch_idx, (features, labels) in enumerate(train_loader):
+
+            logits = model(features)
+
+            loss = F.cross_entropy(logits, labels)  # Loss function
+
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+            ### LOGGING
+            print(f"Epoch: {epoch+1:03d}/{num_epochs:03d}"
+                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
+                  f" | Train/Val Loss: {loss:.2f}")
+
+        model.eval()
+        # Optional model evaluation
+
+    runner.heading("7 Predictions on the training set")
+    show_predictions(model)
+
+    runner.heading("7 compute_accuracy")
+    print("Training accuracy:", compute_accuracy(model, train_loader))
+    print("Test accuracy:", compute_accuracy(model, test_loader))
+    plots.plot_boundary(model, plot)  # EXTRA: --plot PATH, the decision boundary (else nothing)
+
+
+def show_predictions(model):
     X_train, y_train, _, _ = toy_data()
     model.eval()
     with torch.no_grad():
@@ -28,45 +66,6 @@ def show_predictions(model: torch.nn.Module) -> None:
     print("torch.sum(predictions == y_train):", torch.sum(predictions == y_train))
 
 
-def main(plot: str | None = None) -> None:
-    runner.heading("7 A typical training loop")
-    train_loader, test_loader = toy_loaders()  # section 6's loaders
-    torch.manual_seed(123)
-    model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-
-    num_epochs = 3
-    losses = []  # EXTRA: each batch's loss, for --plot
-    for epoch in range(num_epochs):
-
-        model.train()
-        for batch_idx, (features, labels) in enumerate(train_loader):
-
-            logits = model(features)
-
-            loss = F.cross_entropy(logits, labels)  # Loss function (on the logits: no softmax)
-
-            optimizer.zero_grad()  # otherwise gradients accumulate across batches
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())  # EXTRA: for --plot
-
-            ### LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
-            print(f"Epoch: {epoch+1:03d}/{num_epochs:03d}"
-                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
-                  f" | Train/Val Loss: {loss:.2f}")
-
-        model.eval()
-        # Optional model evaluation
-
-    runner.heading("7 Predictions on the training set")
-    show_predictions(model)
-
-    runner.heading("7 compute_accuracy")
-    print("Training accuracy:", compute_accuracy(model, train_loader))
-    print("Test accuracy:", compute_accuracy(model, test_loader))
-    plots.plot_training(losses, model, plot)  # EXTRA: --plot PATH (without a path: nothing)
-
-
 if __name__ == "__main__":
-    runner.run(main, flags.a05(__doc__).plot)
+    args = flags.a05(__doc__)  # EXTRA: --plot
+    runner.run(main, args.plot)

@@ -13,13 +13,63 @@ from common import (
     compute_accuracy,
     devices,
     flags,
-    gpu_articles,
+    gpu_guide,
+    gpu_howto,
     runner,
     toy_loaders,
 )
 
 
-def section_9_1_tensors_on_device(device: torch.device | None) -> None:
+def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gpu_guides=False):
+    runner.heading("9.1 Computations on GPU devices")
+    section_9_1_tensors_on_device(chosen)
+    if benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
+        exercise_a4(sizes)
+        gpu_guide.tensor_cores(max(sizes))
+
+    runner.heading("9.2 Single-GPU training")
+    train_loader, test_loader = toy_loaders()  # section 6's loaders
+    torch.manual_seed(123)
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW
+    if device.type == "cpu":  # NEW: the text's variant for Apple-silicon Macs
+        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+    device = chosen or device  # EXTRA: --device, where given, overrides the choice above
+    model = model.to(device)  # NEW
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+
+    num_epochs = 3
+    for epoch in range(num_epochs):
+
+        model.train()
+        for batch_idx, (features, labels) in enumerate(train_loader):
+
+            features, labels = features.to(device), labels.to(device)  # NEW
+            logits = model(features)
+
+            loss = F.cross_entropy(logits, labels)  # Loss function
+
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+            ### LOGGING
+            print(f"Epoch: {epoch+1:03d}/{num_epochs:03d}"
+                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
+                  f" | Train/Val Loss: {loss:.2f}")
+
+        model.eval()
+        # Optional model evaluation
+
+    runner.heading("9.2 compute_accuracy")
+    print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
+    print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
+    if gpu_guides:  # EXTRA: the two GPU articles, on the device chosen above
+        gpu_howto.run(device)
+        gpu_guide.run(device)
+
+
+def section_9_1_tensors_on_device(device):
     tensor_1 = torch.tensor([1.0, 2.0, 3.0])
     tensor_2 = torch.tensor([4.0, 5.0, 6.0])
     print("On the CPU:", tensor_1 + tensor_2)
@@ -33,58 +83,36 @@ def section_9_1_tensors_on_device(device: torch.device | None) -> None:
             print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
 
 
-def main(chosen: torch.device | None = None, benchmark: bool = False,
-         sizes: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048),
-         gpu_guides: bool = False) -> None:
-    runner.heading("9.1 Computations on GPU devices")
-    section_9_1_tensors_on_device(chosen)
-    if benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
-        gpu_articles.exercise_a4(sizes)
-        gpu_articles.tensor_cores(max(sizes))
 
-    runner.heading("9.2 Single-GPU training")
-    train_loader, test_loader = toy_loaders()  # section 6's loaders
-    torch.manual_seed(123)
-    model = NeuralNetwork(num_inputs=2, num_outputs=2)
-
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW
-    if device.type == "cpu":  # NEW: the text's variant for Apple-silicon Macs
-        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
-    device = chosen or device  # EXTRA: --device, where given, overrides the choice above
-    model = model.to(device)  # NEW
-
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-
-    num_epochs = 3
-    for epoch in range(num_epochs):
-
-        model.train()
-        for batch_idx, (features, labels) in enumerate(train_loader):
-
-            features, labels = features.to(device), labels.to(device)  # NEW
-            logits = model(features)
-
-            loss = F.cross_entropy(logits, labels)  # Loss function (on the logits: no softmax)
-
-            optimizer.zero_grad()  # otherwise gradients accumulate across batches
-            loss.backward()
-            optimizer.step()
-
-            ### LOGGING (the blog counts batches from 000; the author's notebooks now from 001)
-            print(f"Epoch: {epoch+1:03d}/{num_epochs:03d}"
-                  f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
-                  f" | Train/Val Loss: {loss:.2f}")
-
-        model.eval()
-        # Optional model evaluation
-
-    runner.heading("9.2 compute_accuracy")
-    print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
-    print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
-    if gpu_guides:  # EXTRA: the two GPU articles, on the device chosen above
-        gpu_articles.run_gpu_articles(device)
-
+def exercise_a4(sizes):  # EXTRA: --benchmark
+    """The solution's own case, a table of sizes, and where the accelerator starts to win."""
+    runner.heading("9.1 Exercise A.4: when does the accelerator win?")
+    found = devices.accelerator()
+    devices_here = [torch.device("cpu")] + ([torch.device(found)] if found else [])
+    timed = ", ".join(f"{device.type.upper()} "
+                      f"{gpu_guide.time_matmul((100, 200, 300), device) * 1e6:.1f} us"
+                      for device in devices_here)
+    name = found.upper() if found else None
+    header = f"{'size':>6} | {'CPU (ms)':>10}" + (
+        f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
+    print(f"The solution's own case, 100x200 @ 200x300: {timed}\n"
+          "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
+          "GPU figure is mostly the time to launch the kernel)\nMedian time of one float32 "
+          f"(size x size) @ (size x size) product; the CPU uses {torch.get_num_threads()} "
+          f"thread(s):")
+    print(f"{header}\n{'-' * len(header)}")
+    wins_from = None  # the smallest size from which on the accelerator wins at every size
+    for size in sizes:
+        cpu, *other = (gpu_guide.time_matmul((size,) * 3, device) for device in devices_here)
+        line = f"{size:>6} | {cpu * 1e3:>10.3f}"
+        if other:
+            line += f" | {other[0] * 1e3:>10.3f} | {cpu / other[0]:>7.1f}x"
+            wins_from = (wins_from or size) if other[0] < cpu else None
+        print(line)
+    print("No accelerator on this machine, so there is no second column to compare with."
+          if name is None else f"The {name} wins from size {wins_from} on." if wins_from else
+          f"The {name} did not win at any size measured.")
 
 if __name__ == "__main__":
-    args = flags.a07(__doc__)  # --device, --benchmark, --sizes, --gpu-guides
+    args = flags.a07(__doc__)  # EXTRA: --device, --benchmark, --sizes, --gpu-guides
     runner.run(main, args.device, args.benchmark, args.sizes, args.gpu_guides)

@@ -7,6 +7,7 @@ Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchr
 
 import os  # NEW
 import platform  # NEW
+from datetime import timedelta  # EXTRA: --timeout
 
 import torch
 import torch.nn.functional as F
@@ -29,12 +30,11 @@ from common import (
 
 
 # NEW: every process joins one process group, through which the processes communicate
-def ddp_setup(rank, world_size):
+def ddp_setup(rank, world_size, timeout=120, device="auto"):
     """
     rank: this process's number, from 0
     world_size: how many processes there are in all
     """
-    args = flags.a08_settings()  # EXTRA: --device, --timeout (this process's command line)
     # where process 0 listens (torchrun sets both; one process here needs them too)
     if "MASTER_ADDR" not in os.environ:
         os.environ["MASTER_ADDR"] = "localhost"
@@ -45,16 +45,16 @@ def ddp_setup(rank, world_size):
         os.environ["USE_LIBUV"] = "0"  # torch for Windows is built without libuv
     # FIXED: the text asks for NCCL everywhere but Windows; NCCL needs a GPU in every process,
     # so gloo on CPUs (a laptop, a Mac, Windows, more processes than GPUs)
-    backend = "nccl" if devices.gpu_of_its_own(args.device) else "gloo"
+    backend = "nccl" if devices.gpu_of_its_own(device) else "gloo"
     init_process_group(backend=backend, rank=rank, world_size=world_size,
-                       **processes.group_options(args.timeout))  # EXTRA: --timeout; restarts
+                       timeout=timedelta(seconds=timeout),  # EXTRA: --timeout
+                       store=processes.store_for_torchrun_restarts(timeout))  # EXTRA: restarts
 
     if backend == "nccl":  # FIXED: the text's set_device(rank) takes the rank across machines
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))  # this machine's GPU
 
 
 def prepare_dataset():
-    args = flags.a08_settings()  # EXTRA: --batch-size and --num-samples
     X_train, y_train, X_test, y_test = toy_data()
 
     # The text's remedy for up to 8 GPUs, as five lines to uncomment:
@@ -65,15 +65,14 @@ def prepare_dataset():
     # y_test = y_test.repeat(factor)
     # FIXED: instead, with 5 or more processes (where one would get no batch and accuracy
     # divides by zero), noisy copies of the training examples, and a note that says so
-    X_train, y_train = processes.enough_for_every_process(X_train, y_train, args.num_samples,
-                                                          args.batch_size)
+    X_train, y_train = processes.enough_for_every_process(X_train, y_train, batch_size=2)
 
     train_ds = ToyDataset(X_train, y_train)
     test_ds = ToyDataset(X_test, y_test)
 
     train_loader = DataLoader(
         dataset=train_ds,
-        batch_size=args.batch_size,
+        batch_size=2,
         shuffle=False,  # NEW: False because of DistributedSampler below
         # FIXED: the text's True; pinned memory speeds copies to a GPU, and warns without one
         pin_memory=torch.distributed.get_backend() == "nccl",
@@ -90,50 +89,45 @@ def prepare_dataset():
 
 
 # NEW: everything one process does, from joining the group to leaving it
-def main(rank, world_size, num_epochs):
-    args = flags.a08_settings()  # EXTRA: --snapshot and its settings
-
-    ddp_setup(rank, world_size)  # NEW
+def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):  # EXTRA: ours
+    ddp_setup(rank, world_size, timeout=timeout, device=device)  # EXTRA: --timeout, --device
 
     train_loader, test_loader = prepare_dataset()
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    # FIXED: the text's model.to(rank) takes the rank for a GPU: here, ddp_setup's GPU or the CPU
+    # FIXED: the text moves to the GPU numbered rank; here, ddp_setup's GPU or the CPU
     device = torch.device("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
     kind = "GPU" if device.type == "cuda" else "CPU"  # FIXED: [CPU0] in processes on CPUs
-    model.to(device)
+    model = model.to(device)  # FIXED: the text's model.to(rank)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-
-    first_epoch = checkpoints.resume(args.snapshot, model, optimizer,  # EXTRA: --snapshot
-                                     checkpoints.settings_of(args), num_epochs, rank)
-    model = DDP(model)  # NEW: DDP finds the model's device (the text's device_ids=[rank]: a GPU)
+    first_epoch = checkpoints.resume(snapshot, model, optimizer, num_epochs, rank)  # EXTRA
+    model = DDP(model)  # FIXED: the text's device_ids=[rank] names a GPU; DDP finds the device
     # the model itself is now model.module
 
-    for epoch in range(first_epoch, num_epochs):
-        # NEW: a different shuffle in every epoch
-        train_loader.sampler.set_epoch(epoch)
+    for epoch in range(first_epoch, num_epochs):  # EXTRA: from --snapshot's epoch (else 0)
+        train_loader.sampler.set_epoch(epoch)  # NEW: a different shuffle in every epoch
 
         model.train()
-        for features, labels in train_loader:
+        for features, labels in train_loader:  # NEW: no batch index
 
-            features, labels = features.to(device), labels.to(device)  # NEW: to the device
+            features, labels = features.to(device), labels.to(device)  # FIXED: not .to(rank)
             logits = model(features)
+
             loss = F.cross_entropy(logits, labels)  # Loss function
 
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
 
-            # LOGGING
-            print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"
+            ### LOGGING
+            print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"  # NEW: the process
                   f" | Batchsize {labels.shape[0]:03d}"
                   f" | Train/Val Loss: {loss:.2f}")
 
         model.eval()
-        if rank == 0 and args.snapshot:  # EXTRA: --snapshot, saved by rank 0 after each epoch
-            checkpoints.Snapshot(model.module.state_dict(), optimizer.state_dict(), epoch + 1,
-                                 checkpoints.settings_of(args)).save(args.snapshot)
+        # Optional model evaluation
+        checkpoints.save_snapshot(snapshot, model.module, optimizer, epoch + 1, rank)  # EXTRA
 
-    # (the text's try/except ZeroDivisionError: no process here lacks a batch, see above)
+    # (the text's try/except ZeroDivisionError: no process here lacks a batch, see below)
     train_acc = compute_accuracy(model, train_loader, device=device)
     print(f"[{kind}{rank}] Training accuracy", train_acc)
     test_acc = compute_accuracy(model, test_loader, device=device)
@@ -141,12 +135,12 @@ def main(rank, world_size, num_epochs):
 
     processes.report_summary(model, (train_loader, test_loader), device)  # EXTRA: all ranks
     del model  # FIXED: DDP freed before its group (else gloo may abort at exit)
-    processes.free_before_leaving()
+    processes.free_before_leaving()  # FIXED: as del model
     destroy_process_group()  # NEW: leave the process group
 
 
 if __name__ == "__main__":
-    args = flags.a08(__doc__)  # EXTRA: our flags and torchrun's variables, checked
+    args = flags.a08(__doc__)  # EXTRA: --snapshot, --timeout, --device, --spawn; torchrun's
     # NEW: torchrun's variables, where it started this process; else one process
     if "WORLD_SIZE" in os.environ:
         world_size = int(os.environ["WORLD_SIZE"])
@@ -165,8 +159,10 @@ if __name__ == "__main__":
         print("Number of GPUs available:", torch.cuda.device_count())
 
     torch.manual_seed(123)
-    num_epochs = args.epochs  # EXTRA: --epochs (default 3: the text's num_epochs = 3)
-    if args.spawn:  # EXTRA: --spawn N processes, as the book's DDP-script.py; else main, in
-        processes.spawn(main, args.spawn, num_epochs)  # one line where it fails
+    num_epochs = 3
+    # EXTRA: our flags reach main as keywords; --spawn N processes, as the book's DDP-script.py
+    settings = dict(snapshot=args.snapshot, timeout=args.timeout, device=args.device)
+    if args.spawn:
+        processes.spawn(main, args.spawn, num_epochs, **settings)
     else:
-        runner.run(main, rank, world_size, num_epochs)
+        runner.run(main, rank, world_size, num_epochs, **settings)

@@ -6,12 +6,12 @@ Sections 5 to 9 all use these, so each is defined once here and the scripts impo
 ``python aNN_*.py`` finds this package from any working directory without installing it.
 This file imports nothing of ours: it can be pasted into a notebook as it is.
 
-Beside it: ``gpu_articles.py``, the two GPU articles that came with the tutorial (a07
---gpu-guides), and the companion's machinery, which you need not read to follow the
-tutorial: ``flags.py`` (every script's flags), ``runner.py`` (a script's run and its one-line
-errors), ``devices.py`` (devices, the install check, Exercise A.4), ``checkpoints.py`` (safe
-saves, loads, a08's snapshots), ``processes.py`` (a08's processes), ``plots.py`` (--plot) and
-``walkthrough.py``.
+Beside it: ``gpu_howto.py`` and ``gpu_guide.py``, the two GPU articles that came with the
+tutorial (a07 --gpu-guides; section 9.1's Exercise A.4 is in a07), and the companion's
+machinery, which you need not read to follow the tutorial: ``flags.py`` (every script's
+flags), ``runner.py`` (a script's run and its one-line errors), ``devices.py`` (devices, the
+install check), ``checkpoints.py`` (safe saves, loads, a08's snapshots), ``processes.py``
+(a08's processes), ``plots.py`` (--plot) and ``walkthrough.py``.
 """
 
 import torch

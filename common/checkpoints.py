@@ -123,9 +123,6 @@ def why_unusable(path: str, err: Exception) -> str:
     return f"does not fit this model ({(lines[1:] or lines)[0].strip()[:160]})"
 
 
-SETTINGS = ("batch_size", "num_samples")  # the flags that decide a run's numbers
-
-
 def require_finite(state_dict: dict, path: str) -> None:
     """Weights that became NaN or infinite (a learning rate too large: the loss printed nan)
     are never written over ``path``."""
@@ -137,12 +134,10 @@ def require_finite(state_dict: dict, path: str) -> None:
 
 @dataclass
 class Snapshot:
-    """a08's --snapshot: what a run needs to go on, and the settings its numbers depend on
-    (a snapshot resumes only a run that shares them; the number of processes may change)."""
+    """a08's --snapshot: what a run needs to go on (the number of processes may change)."""
     model: dict
     optimizer: dict
     epochs_completed: int
-    settings: dict
 
     def save(self, path: str) -> None:
         require_finite(self.model, path)
@@ -150,38 +145,31 @@ class Snapshot:
             torch.save(vars(self), tmp)
 
     @classmethod
-    def load(cls, path: str, settings: dict) -> Snapshot:
+    def load(cls, path: str) -> Snapshot:
         with explain_load_errors(path):
             content = torch.load(path, map_location="cpu", weights_only=True)
-        keys = {field.name for field in fields(cls)}
-        if not isinstance(content, dict) or set(content) != keys or \
-                set(content["settings"]) != set(SETTINGS):
+        if not isinstance(content, dict) or set(content) != {f.name for f in fields(cls)}:
             raise UserError(f"{path}: not an a08 snapshot; move it away, or give another "
                             f"--snapshot")
-        shown = {None: "off"}
-        differ = [f"--{name.replace('_', '-')} {shown.get(saved, saved)} (asked: "
-                  f"{shown.get(value, value)})" for name, value in settings.items()
-                  if (saved := content["settings"][name]) != value]
-        if differ:
-            raise UserError(f"{path} was made with {', '.join(differ)}: resume with its "
-                            f"settings, or move it away to start afresh (the number of "
-                            f"processes may change)")
         return cls(**content)
 
 
-def settings_of(args) -> dict:
-    return {name: getattr(args, name) for name in SETTINGS}
+def save_snapshot(path: str | None, model: torch.nn.Module, optimizer, epochs_completed: int,
+                  rank: int) -> None:
+    """At the end of an epoch: rank 0 saves --snapshot (without one: nothing)."""
+    if path and rank == 0:
+        Snapshot(model.state_dict(), optimizer.state_dict(), epochs_completed).save(path)
 
 
-def resume(path: str | None, model: torch.nn.Module, optimizer, settings: dict,
-           num_epochs: int, rank: int) -> int:
+def resume(path: str | None, model: torch.nn.Module, optimizer, num_epochs: int,
+           rank: int) -> int:
     """Before DDP(...): rank 0 reads --snapshot and hands it to every process (other machines
     need not see the file); the epochs it holds, 0 without one. The optimizer's state holds
     the learning rate too: the one the snapshot's run used, which the run goes on with."""
     snapshot = None
     if path and rank == 0 and os.path.exists(path):
         try:
-            snapshot = Snapshot.load(path, settings)
+            snapshot = Snapshot.load(path)
         except UserError as err:
             snapshot = str(err)
     shared = [snapshot]
@@ -196,6 +184,6 @@ def resume(path: str | None, model: torch.nn.Module, optimizer, settings: dict,
     if rank == 0:
         print(f"Resuming from epoch {done} ({path}): continuing with epoch {done + 1} at the "
               f"snapshot's lr={optimizer.param_groups[0]['lr']:g}" if done < num_epochs else
-              f"{path} holds {done} finished epochs, all that --epochs {num_epochs} asks for: "
-              f"nothing left to train (a larger --epochs trains on)")
+              f"{path} holds {done} finished epochs, all that num_epochs = {num_epochs} asks "
+              f"for: nothing left to train (a larger num_epochs trains on)")
     return done

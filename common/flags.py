@@ -1,5 +1,5 @@
 """Every script's flags, not the tutorial's code: what the text does not do (a file, a device, a
-launcher's choice, a08's long runs), each defaulting to the text's behaviour, with the checks no
+launcher's choice), each defaulting to the text's behaviour, with the checks no
 single flag can make, all before any work. A mistake is one usage line and exit status 2 (a
 launch variable: one line and 1). The text's constants (lr=0.5, num_epochs = 3) stand in the
 scripts, where a learner changes them."""
@@ -58,7 +58,7 @@ def plot_path(text: str) -> str:
 def a05(doc: str) -> argparse.Namespace:
     parser = Parser(doc)
     parser.add_argument("--plot", metavar="PATH", type=plot_path,
-                        help="save a PNG of the loss per batch and the decision boundary "
+                        help="save a PNG of the training examples and the decision boundary "
                              "(needs matplotlib; default: no plot)")
     return parser.parse_args()
 
@@ -112,14 +112,9 @@ def a07(doc: str) -> argparse.Namespace:
     return args
 
 
-def a08_parser(doc: str | None = None) -> Parser:
+def a08(doc: str) -> argparse.Namespace:
+    """a08's flags, and torchrun's variables, checked before any process waits."""
     parser = Parser(doc)
-    parser.add_argument("--epochs", type=POSITIVE, default=3,
-                        help="passes over the training data (default: %(default)s)")
-    parser.add_argument("--batch-size", type=POSITIVE, default=2,
-                        help="examples per batch in each process (default: %(default)s)")
-    parser.add_argument("--num-samples", type=POSITIVE, help="training examples, with "
-                        "noisy copies past 5 (default: 5, more where a process lacks a batch)")
     parser.add_argument("--snapshot", metavar="PATH", help="save training state here after "
                         "every epoch; resume from it (default: no snapshots)")
     parser.add_argument("--timeout", type=number(float, 0, 2e6), default=120,
@@ -132,19 +127,6 @@ def a08_parser(doc: str | None = None) -> Parser:
     # the deprecated `python -m torch.distributed.launch` passes --local-rank=N; the same
     # number is in LOCAL_RANK, which a08 reads, as under torchrun
     parser.add_argument("--local-rank", "--local_rank", type=int, help=argparse.SUPPRESS)
-    return parser
-
-
-def a08_settings() -> argparse.Namespace:
-    """a08's flags, as each process reads them from its command line (as it reads MASTER_ADDR
-    from its environment): --spawn's processes inherit their parent's. a08() checked them; what
-    is not a08's (a notebook kernel's -f FILE) is left alone."""
-    return a08_parser().parse_known_args()[0]
-
-
-def a08(doc: str) -> argparse.Namespace:
-    """a08's flags, and torchrun's variables, checked before any process waits."""
-    parser = a08_parser(doc)
     args = parser.parse_args()
     if args.spawn and "RANK" in os.environ:
         parser.error("argument --spawn: torchrun started the processes already; use one or "
@@ -157,11 +139,6 @@ def a08(doc: str) -> argparse.Namespace:
     if args.snapshot and launch.rank == 0 and \
             (problem := checkpoints.check_writable(args.snapshot, "--snapshot")):
         parser.error(f"argument --snapshot: {problem}")
-    if args.num_samples and processes.lacks_a_full_batch(args.num_samples, launch.world_size,
-                                                         args.batch_size):
-        parser.error(f"argument --num-samples: {args.num_samples} examples leave some of the "
-                     f"{launch.world_size} processes without a full batch of {args.batch_size}; "
-                     f"use at least {launch.world_size * args.batch_size}")
     if args.device != "cpu" and (shortage := devices.gpu_shortage(launch.local_world_size)):
         unseen = None if torch.cuda.device_count() else devices.gpu_unused()  # nvidia-smi
         if args.device == "cuda":

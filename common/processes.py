@@ -1,5 +1,5 @@
 """a08's processes, not the tutorial's code: launch variables checked before any process
-waits, the process group's timeout and a store torchrun's restarts can use, --spawn, data for
+waits, a store torchrun's restarts can use, --spawn, data for
 every process, rank 0's summary, and leaving the group cleanly."""
 
 from __future__ import annotations
@@ -56,12 +56,6 @@ def _variable(env, name: str, low: int, high: int, default: int | None = None) -
     return int(text)
 
 
-def group_options(timeout: float) -> dict:
-    """init_process_group's arguments beyond the text's: --timeout, and a store for torchrun's
-    restarts."""
-    return {"timeout": timedelta(seconds=timeout), "store": store_for_torchrun_restarts(timeout)}
-
-
 def store_for_torchrun_restarts(timeout: float) -> dist.Store | None:
     """None (``init_process_group`` reads env://, as the text has it) but under torchrun's agent,
     whose store outlives the workers it restarts (--max-restarts) while every attempt's process
@@ -77,10 +71,11 @@ def store_for_torchrun_restarts(timeout: float) -> dist.Store | None:
     return dist.PrefixStore(f"a08/attempt{starts}", agent)
 
 
-def spawn(main: Callable[..., None], nprocs: int, *args: object) -> None:
-    """--spawn N: ``main(rank, N, *args)`` in N processes, as the book's DDP-script.py starts
-    them, meeting at a free port without libuv (Windows' torch lacks it), each seeded as this
-    one is (new Pythons: they skip ``__main__``). A worker that fails has said why."""
+def spawn(main: Callable[..., None], nprocs: int, *args: object, **kwargs: object) -> None:
+    """--spawn N: ``main(rank, N, *args, **kwargs)`` in N processes, as the book's
+    DDP-script.py starts them, meeting at a free port without libuv (Windows' torch lacks it),
+    each seeded as this one is (new Pythons: they skip ``__main__``). A worker that fails has
+    said why."""
     import torch.multiprocessing as mp
     from torch.distributed.elastic.utils.distributed import get_free_port
 
@@ -88,7 +83,8 @@ def spawn(main: Callable[..., None], nprocs: int, *args: object) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(get_free_port()), USE_LIBUV="0")
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # ours says it
     try:
-        mp.spawn(_worker, args=(nprocs, torch.initial_seed(), main, args), nprocs=nprocs)
+        mp.spawn(_worker, args=(nprocs, torch.initial_seed(), main, args, kwargs),
+                 nprocs=nprocs)
     except mp.ProcessExitedException as err:
         if (code := err.exit_code or 1) < 0:  # a signal ended it; torch ended the others
             print(f"error: process {err.error_index} was ended by "
@@ -96,32 +92,29 @@ def spawn(main: Callable[..., None], nprocs: int, *args: object) -> None:
         sys.exit(128 - code if code < 0 else code)
 
 
-def _worker(rank: int, nprocs: int, seed: int, main: Callable[..., None], args: tuple) -> None:
+def _worker(rank: int, nprocs: int, seed: int, main: Callable[..., None], args: tuple,
+            kwargs: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as run() does for a script
     torch.manual_seed(seed)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nprocs),
                       LOCAL_WORLD_SIZE=str(nprocs))
-    run(main, rank, nprocs, *args)
+    run(main, rank, nprocs, *args, **kwargs)
 
 
-def lacks_a_full_batch(num_samples: int, world_size: int, batch_size: int) -> bool:
-    """DistributedSampler deals each process ceil(n / N) examples; the loader drops a short
-    last batch, so a process with fewer than --batch-size trains on nothing."""
-    return math.ceil(num_samples / world_size) < batch_size
-
-
-def enough_for_every_process(X: torch.Tensor, y: torch.Tensor, num_samples: int | None,
+def enough_for_every_process(X: torch.Tensor, y: torch.Tensor,
                              batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """--num-samples examples, else enough for a full batch in each process: the examples,
-    then noisy copies (std 0.1, as the text's remedy) from a generator of their own, so that
-    the model's initial weights stay the text's."""
-    num_samples, world_size = num_samples or len(y), dist.get_world_size()
-    if lacks_a_full_batch(num_samples, world_size, batch_size):
-        num_samples = world_size * batch_size
-        if dist.get_rank() == 0:
-            print(f"Note: {len(y)} examples leave some of the {world_size} processes without "
-                  f"a full batch of {batch_size}; training on {num_samples} (the examples "
-                  f"plus noisy copies; see --num-samples).")
+    """The examples, and where some process would get less than a full batch (DistributedSampler
+    deals each ceil(n / N), the loader drops a short batch), noisy copies (std 0.1, as the
+    text's remedy) from a generator of their own, so that the model's initial weights stay the
+    text's."""
+    world_size = dist.get_world_size()
+    if math.ceil(len(y) / world_size) >= batch_size:
+        return X, y
+    num_samples = world_size * batch_size
+    if dist.get_rank() == 0:
+        print(f"Note: {len(y)} examples leave some of the {world_size} processes without a "
+              f"full batch of {batch_size}; training on {num_samples} (the examples plus noisy "
+              f"copies).")
     copies = math.ceil(num_samples / len(y)) - 1
     generator = torch.Generator().manual_seed(torch.initial_seed())
     noise = 0.1 * torch.randn((copies, *X.shape), generator=generator)

@@ -21,16 +21,16 @@ def heading(title: str) -> None:
     print(f"\n=== {title} ===")
 
 
-def run(main: Callable[..., None], *args: object) -> None:
-    """``main(*args)`` as the program: Ctrl-C ends it at once, as SIGTERM does (Python's own
-    Ctrl-C waits for a bytecode, none while torch waits in C++ for a peer), where the
-    interpreter's own command line names the script (not a notebook's %run)."""
+def run(main: Callable[..., None], *args: object, **kwargs: object) -> None:
+    """``main(*args, **kwargs)`` as the program: Ctrl-C ends it at once, as SIGTERM does
+    (Python's own Ctrl-C waits for a bytecode, none while torch waits in C++ for a peer), where
+    the interpreter's own command line names the script (not a notebook's %run)."""
     if sys.argv[0].endswith(".py") and sys.argv[0] in sys.orig_argv[1:]:  # not python -c
         signal.signal(signal.SIGINT, signal.SIG_DFL)
     if hasattr(sys.stdout, "reconfigure"):  # whole lines: processes' output never splices
         sys.stdout.reconfigure(line_buffering=True, write_through=False)
     try:
-        main(*args)
+        main(*args, **kwargs)
     except UserError as err:
         fail(str(err))
     except RuntimeError as err:  # a process group that cannot start, or loses a peer: torch's

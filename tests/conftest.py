@@ -66,13 +66,20 @@ def clean_env(*shims: str, accelerators: bool = False) -> dict:
     return env
 
 
-def a08_command(*args: str, nproc: int | None = None, port: int | None = None) -> list[str]:
-    """a08 as one plain process, or under torchrun with ``nproc`` processes."""
+def a08_command(*args: str, nproc: int | None = None, port: int | None = None,
+                script: Path = ROOT / "a08_ddp_torchrun.py") -> list[str]:
+    """a08 (or a learner's copy) as one plain process, or under torchrun with ``nproc``."""
     if nproc is None:
-        return [sys.executable, str(ROOT / "a08_ddp_torchrun.py"), *args]
+        return [sys.executable, str(script), *args]
     return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-            "--master_addr=127.0.0.1", f"--master_port={port or free_port()}",
-            str(ROOT / "a08_ddp_torchrun.py"), *args]
+            "--master_addr=127.0.0.1", f"--master_port={port or free_port()}", str(script),
+            *args]
+
+
+def a08_with_epochs(folder: Path, num_epochs: int) -> Path:
+    """A learner's copy of a08 with ``num_epochs = N`` in place of the text's 3."""
+    return copy_of("a08_ddp_torchrun.py", folder, {"    num_epochs = 3\n":
+                                                   f"    num_epochs = {num_epochs}\n"})
 
 
 def run_script(script: str, *args: str, cwd: Path, env: dict | None = None,
@@ -131,10 +138,12 @@ def process_table() -> dict[int, tuple[int, str, str]]:
     """pid -> (parent pid, state, command line) of every process, from ``ps`` (Linux, macOS;
     marker ``lists_processes``)."""
     table = {}
-    for line in subprocess.run(["ps", "-A", "-ww", "-o", "pid=", "-o", "ppid=", "-o", "stat=", "-o",
-                                "args="], capture_output=True, text=True).stdout.splitlines():
+    ps = subprocess.Popen(["ps", "-A", "-ww", "-o", "pid=", "-o", "ppid=", "-o", "stat=", "-o",
+                           "args="], stdout=subprocess.PIPE, text=True)
+    for line in ps.communicate()[0].splitlines():
         pid, parent, state, *args = line.split(None, 3)
         table[int(pid)] = (int(parent), state, args[0] if args else "")
+    table.pop(ps.pid, None)  # ps itself
     return table
 
 

@@ -17,9 +17,9 @@ from conftest import (
     descendants,
     lists_processes,
     loss_lines,
-    run,
     run_main,
     run_script,
+    run_together,
     section,
 )
 
@@ -145,19 +145,26 @@ def test_a05_section_7_predictions(a05):
 
 
 def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path):
-    """`num_epochs = 3` and `lr=0.5` stand in the code, as in the text (`lr=0.5` once in each
-    of a05 to a08): a learner's edit of each changes the run (no flag overrides them)."""
+    """`num_epochs = 3`, `lr=0.5` and `batch_size=2` stand in the code of a05, a07 and a08, as
+    in the text: a learner's edit of each changes the run (no flag overrides them)."""
     for script in SCRIPTS[4:]:
         assert (ROOT / script).read_text().count("lr=0.5)") == 1, script
-    for script in ("a05_training_loop.py", "a07_gpu_single.py"):
+    for script in ("a05_training_loop.py", "a07_gpu_single.py", "a08_ddp_torchrun.py"):
         assert (ROOT / script).read_text().count("    num_epochs = 3\n") == 1, script
-    copy_of("a05_training_loop.py", tmp_path, {"num_epochs = 3\n": "num_epochs = 1\n",
-                                               "lr=0.5)": "lr=0.05)"}, name="a05.py")
-    result = run([sys.executable, "a05.py"], tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert [line[:-4] for line in loss_lines(result.stdout)] == \
+    edits = {"num_epochs = 3\n": "num_epochs = 1\n", "lr=0.5)": "lr=0.05)"}
+    copy_of("a05_training_loop.py", tmp_path / "a05", edits)
+    copy_of("a08_ddp_torchrun.py", tmp_path / "a08", edits | {
+        "        batch_size=2,\n        shuffle=False,  # NEW": "        batch_size=5,\n"
+                                                           "        shuffle=False,  # NEW"})
+    a05, a08 = run_together({"a05": [sys.executable, "a05_training_loop.py"],
+                             "a08": [sys.executable, "a08_ddp_torchrun.py"]},
+                            lambda key: tmp_path / key).values()
+    assert a05.returncode == 0 and a08.returncode == 0, a05.stderr + a08.stderr
+    assert [line[:-4] for line in loss_lines(a05.stdout)] == \
         [line[:-4].replace("/003", "/001") for line in TUTORIAL_LOSS_LINES[:2]]
-    assert loss_lines(result.stdout)[1][-4:] != TUTORIAL_LOSS_LINES[1][-4:]  # lr=0.05
+    assert loss_lines(a05.stdout)[1][-4:] != TUTORIAL_LOSS_LINES[1][-4:]  # lr=0.05
+    assert [line[:-4] for line in loss_lines(a08.stdout)] == \
+        ["[CPU0] Epoch: 001/001 | Batchsize 005 | Train/Val Loss: "]
 
 
 def test_compute_accuracy_takes_the_argmax_over_classes():
@@ -192,8 +199,8 @@ def test_a06_file_holds_a05s_trained_weights(a06, capsys, monkeypatch):
     """Tensor for tensor: a06 saves what a05's loop trains (the same seed, the same loop)."""
     import a05_training_loop
     trained = []
-    monkeypatch.setattr(a05_training_loop.plots, "plot_training",
-                        lambda losses, model, path: trained.append(model))
+    monkeypatch.setattr(a05_training_loop.plots, "plot_boundary",
+                        lambda model, path: trained.append(model))
     a05_training_loop.main()
     capsys.readouterr()
     model, = trained

@@ -13,6 +13,7 @@ from common import runner
 from conftest import (
     ROOT,
     a08_command,
+    a08_with_epochs,
     clean_env,
     descendants,
     free_port,
@@ -22,7 +23,7 @@ from conftest import (
     start,
 )
 
-LONG = ("--epochs", "5000", "--num-samples", "400")  # training that outlasts the test
+LONG = 100_000  # epochs: training that outlasts the test
 
 
 def started(command: list[str], cwd, env=None, line: str = "Epoch:",
@@ -73,7 +74,7 @@ def test_a_process_waiting_for_its_peer_ends_at_once_on_ctrl_c(tmp_path):
 @pytest.mark.stress
 def test_sigterm_to_torchrun_ends_every_process(tmp_path):
     """torchrun passes SIGTERM (a preemption, a kill) on to its workers, which end at once."""
-    process = started(a08_command(*LONG, nproc=2), tmp_path)
+    process = started(a08_command(nproc=2, script=a08_with_epochs(tmp_path, LONG)), tmp_path)
     family = descendants(process.pid)
     assert len(family) >= 2
     process.send_signal(signal.SIGTERM)
@@ -85,7 +86,8 @@ def test_sigterm_to_torchrun_ends_every_process(tmp_path):
 @lists_processes
 def test_sigterm_to_one_spawn_worker_ends_the_run(tmp_path):
     """The parent ends the other worker (torch's spawn); each says in one line why it ended."""
-    process = started(a08_command("--spawn", "2", *LONG), tmp_path)
+    process = started(a08_command("--spawn", "2", script=a08_with_epochs(tmp_path, LONG)),
+                      tmp_path)
     family = descendants(process.pid)
     workers = [pid for pid in family if "spawn_main" in process_table()[pid][2]]
     assert len(workers) == 2
@@ -102,7 +104,8 @@ def test_sigterm_to_one_spawn_worker_ends_the_run(tmp_path):
 def test_sigterm_or_ctrl_c_to_spawns_parent_ends_every_worker(target, tmp_path):
     """SIGTERM to the parent alone (its workers learn of it from the kernel), or Ctrl-C at the
     terminal (to the whole foreground group)."""
-    process = started(a08_command("--spawn", "2", *LONG), tmp_path, session=True)
+    process = started(a08_command("--spawn", "2", script=a08_with_epochs(tmp_path, LONG)),
+                      tmp_path, session=True)
     family = descendants(process.pid)
     if target == "parent":
         process.send_signal(signal.SIGTERM)

@@ -1,10 +1,9 @@
-"""The two GPU articles that came with the tutorial (a short GPU how-to and a longer GPU
-guide), runnable: a07 --gpu-guides runs each part under a heading that names its article, on
-a07's device, and says in one line what cannot run there; a07 --benchmark times Exercise A.4
-(section 9.1's), then the guide's tensor cores.
+"""The GPU guide that came with the tutorial, runnable: a07 --gpu-guides runs each part under a
+heading, on a07's device, and says in one line what cannot run there; a07 --benchmark times its
+tensor cores (and, with time_matmul, section 9.1's Exercise A.4).
 
-First the articles' models, with the articles' layers and interfaces, and what was broken as
-published fixed (each fix says FIXED and why); then the parts that run and measure them."""
+First the guide's models, with its layers and interfaces, and what was broken as published
+fixed (each fix says FIXED and why); then the parts that run and measure them."""
 
 from __future__ import annotations
 
@@ -22,22 +21,10 @@ from torch.utils.checkpoint import checkpoint
 from torch.utils.data import DataLoader, TensorDataset
 
 from common import NeuralNetwork, compute_accuracy, toy_loaders
-from common.devices import accelerator, device_to_show
+from common.devices import device_to_show
 from common.runner import heading
 
-NO_CUDA = "(no CUDA GPU here)"
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-class LinearRegression(nn.Module):
-    """The how-to's DataParallel example: one linear layer."""
-
-    def __init__(self, input_size, output_size):
-        super().__init__()
-        self.linear = nn.Linear(input_size, output_size)
-
-    def forward(self, x):
-        return self.linear(x)
 
 
 class ConvNet(nn.Module):
@@ -149,10 +136,8 @@ class TransformerLM(nn.Module):
         return self.fc(hidden)  # logits for every position: (batch, sequence, vocab)
 
 
-def run_gpu_articles(device: torch.device) -> None:
+def run(device: torch.device) -> None:
     """Every part, on a07's device."""
-    device_basics(device)
-    data_parallel(device)
     mixed_precision(device)
     batch_size_snippet(device)
     with warnings.catch_warnings():  # torch 2.4's checkpoint uses its own deprecated autocast
@@ -160,69 +145,6 @@ def run_gpu_articles(device: torch.device) -> None:
                                 category=FutureWarning)
         memory_and_checkpointing(device)
     four_architectures(device)
-
-
-def device_basics(device: torch.device) -> None:
-    heading("GPU how-to and GPU guide: device basics")
-    cuda = torch.cuda.is_available()
-    print("torch.cuda.is_available():", cuda)
-    print("torch.cuda.device_count():", torch.cuda.device_count())
-    if cuda:
-        print("torch.cuda.current_device():", torch.cuda.current_device())
-        for index in range(torch.cuda.device_count()):
-            print(f"torch.cuda.get_device_name({index}):", torch.cuda.get_device_name(index))
-    else:
-        print(f"torch.cuda.current_device() and get_device_name(0) would name GPU 0 {NO_CUDA}")
-    print("device:", device)
-    x = torch.tensor([4, 5, 6], device=device)
-    print("torch.tensor([4, 5, 6], device=device).device:", x.device)
-    print("x.get_device():", x.get_device(), "(-1: the CPU)" if x.device.type == "cpu" else "")
-    print("x.to(device):", x.to(device))
-    for index in range(torch.cuda.device_count()):
-        print(f'x.to("cuda:{index}"):', x.to(f"cuda:{index}"))
-    y = torch.rand(100, 30)
-    if cuda:
-        print("torch.rand(100, 30).cuda().device:", y.cuda().device,
-              "| .cpu().device:", y.cuda().cpu().device)
-    else:
-        print(f"tensor.cuda() would copy it to GPU 0, .cpu() back {NO_CUDA}")
-    missing = torch.cuda.device_count()
-    try:
-        torch.zeros(1).to(f"cuda:{missing}")
-    except (RuntimeError, AssertionError) as err:
-        print(f'x.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
-    image = torch.randn(1, 3, 224, 224).to(device)
-    conv = nn.Conv2d(3, 64, kernel_size=3, padding=1).to(device)
-    out = conv(image).to("cpu")
-    print(f"Conv2d(3, 64, 3, padding=1) on {device.type}: {tuple(image.shape)} -> "
-          f"{tuple(out.shape)}, back on {out.device}")
-
-
-def data_parallel(device: torch.device) -> None:
-    heading("GPU how-to: DataParallel and DistributedDataParallel")
-    model = LinearRegression(2, 5)
-    print(model)
-    gpus = torch.cuda.device_count()
-    if device.type == "cuda" or not gpus:
-        # over the GPUs only where the run is on CUDA: DataParallel needs the model on cuda:0
-        model = nn.DataParallel(model.to(device), device_ids=list(range(gpus)) or None)
-        ran = f"nn.DataParallel over {gpus} GPU(s)"
-    else:  # GPUs here, but this run is on the CPU or MPS (--device)
-        print(f"nn.DataParallel would split each batch across this machine's {gpus} GPU(s); "
-              f"this run is on {device.type}, so the model runs unwrapped")
-        ran = "The model itself"
-    out = model(torch.randn(8, 2, device=device))
-    print(f"{ran}, a batch of 8: output {tuple(out.shape)}")
-    print("With 0 GPUs DataParallel calls the module itself; with 1 it runs on that GPU; with "
-          "several\nit splits each batch across them in one process and gathers the outputs "
-          "on GPU 0.")
-    print("DistributedDataParallel (a08) runs one process per GPU instead, with no single "
-          "GPU gathering\neverything and no Python lock shared between GPUs: PyTorch "
-          "recommends it over DataParallel.")
-    alias = getattr(nn.parallel, "DistributedDataParallelCPU", None)
-    print("nn.parallel.DistributedDataParallelCPU:",
-          "a deprecated alias of DistributedDataParallel" if alias is not None else "removed",
-          "(DDP over a gloo process group, as a08 runs on CPUs, is the current form)")
 
 
 def mixed_precision(device: torch.device) -> None:
@@ -235,9 +157,10 @@ def mixed_precision(device: torch.device) -> None:
     for name, (losses, accuracy) in results.items():
         print(f"{name:>8}: losses {', '.join(f'{loss:.2f}' for loss in losses)}; "
               f"training accuracy {accuracy}")
-    if device.type != "cuda":
+    if device.type != "cuda":  # the GPU's absence, or the learner's --device
+        where = f"this run is on {device.type}" if torch.cuda.is_available() else "no CUDA GPU here"
         print(f" float16: needs CUDA, with torch.amp.GradScaler, which scales the loss so "
-              f"that small float16 gradients do not vanish {NO_CUDA}")
+              f"that small float16 gradients do not vanish ({where})")
     print("torch.cuda.amp, which the guide names, is deprecated: use torch.autocast(device_type,"
           " dtype)\nand torch.amp.GradScaler('cuda') (float16 only; bfloat16 needs no scaler).")
 
@@ -550,29 +473,3 @@ def time_matmul(shape: tuple[int, int, int], device: torch.device,
     return statistics.median(timer.repeat(repeat=5, number=number)) / number
 
 
-def exercise_a4(sizes: tuple[int, ...]) -> None:
-    """The solution's own case, a table of sizes, and where the accelerator starts to win."""
-    heading("9.1 Exercise A.4: when does the accelerator win?")
-    devices = [torch.device("cpu")] + ([torch.device(found)] if (found := accelerator()) else [])
-    timed = ", ".join(f"{device.type.upper()} {time_matmul((100, 200, 300), device) * 1e6:.1f} us"
-                      for device in devices)
-    name = found.upper() if found else None
-    header = f"{'size':>6} | {'CPU (ms)':>10}" + (
-        f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
-    print(f"The solution's own case, 100x200 @ 200x300: {timed}\n"
-          "(its %timeit printed CPU 63.8 us, GPU 13.8 us; it did not wait for the GPU, so its\n"
-          "GPU figure is mostly the time to launch the kernel)\nMedian time of one float32 "
-          f"(size x size) @ (size x size) product; the CPU uses {torch.get_num_threads()} "
-          f"thread(s):")
-    print(f"{header}\n{'-' * len(header)}")
-    wins_from = None  # the smallest size from which on the accelerator wins at every size
-    for size in sizes:
-        cpu, *other = (time_matmul((size,) * 3, device) for device in devices)
-        line = f"{size:>6} | {cpu * 1e3:>10.3f}"
-        if other:
-            line += f" | {other[0] * 1e3:>10.3f} | {cpu / other[0]:>7.1f}x"
-            wins_from = (wins_from or size) if other[0] < cpu else None
-        print(line)
-    print("No accelerator on this machine, so there is no second column to compare with."
-          if name is None else f"The {name} wins from size {wins_from} on." if wins_from else
-          f"The {name} did not win at any size measured.")

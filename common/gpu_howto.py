@@ -1,0 +1,90 @@
+"""The GPU how-to that came with the tutorial, runnable (a07 --gpu-guides): checking for GPUs,
+devices, moving tensors, DataParallel; what was broken as published is fixed (FIXED, and why),
+and what needs CUDA says so in one line."""
+
+import torch
+import torch.nn as nn
+
+from common.runner import heading
+
+NO_CUDA = "(no CUDA GPU here)"
+
+
+def run(device: torch.device) -> None:
+    """Every part, on a07's device."""
+    device_basics(device)
+    data_parallel(device)
+
+
+class LinearRegression(nn.Module):
+    """The how-to's DataParallel example: one linear layer."""
+
+    def __init__(self, input_size, output_size):
+        super().__init__()
+        self.linear = nn.Linear(input_size, output_size)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def device_basics(device: torch.device) -> None:
+    heading("GPU how-to and GPU guide: device basics")
+    cuda = torch.cuda.is_available()
+    print("torch.cuda.is_available():", cuda)
+    print("torch.cuda.device_count():", torch.cuda.device_count())
+    if cuda:
+        print("torch.cuda.current_device():", torch.cuda.current_device())
+        for index in range(torch.cuda.device_count()):
+            print(f"torch.cuda.get_device_name({index}):", torch.cuda.get_device_name(index))
+    else:
+        print(f"torch.cuda.current_device() and get_device_name(0) would name GPU 0 {NO_CUDA}")
+    print("device:", device)
+    x = torch.tensor([4, 5, 6], device=device)
+    print("torch.tensor([4, 5, 6], device=device).device:", x.device)
+    print("x.get_device():", x.get_device(), "(-1: the CPU)" if x.device.type == "cpu" else "")
+    print("x.to(device):", x.to(device))
+    for index in range(torch.cuda.device_count()):
+        print(f'x.to("cuda:{index}"):', x.to(f"cuda:{index}"))
+    y = torch.rand(100, 30)
+    if cuda:
+        print("torch.rand(100, 30).cuda().device:", y.cuda().device,
+              "| .cpu().device:", y.cuda().cpu().device)
+    else:
+        print(f"tensor.cuda() would copy it to GPU 0, .cpu() back {NO_CUDA}")
+    missing = torch.cuda.device_count()
+    try:
+        torch.zeros(1).to(f"cuda:{missing}")
+    except (RuntimeError, AssertionError) as err:
+        print(f'x.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
+    image = torch.randn(1, 3, 224, 224).to(device)
+    conv = nn.Conv2d(3, 64, kernel_size=3, padding=1).to(device)
+    out = conv(image).to("cpu")
+    print(f"Conv2d(3, 64, 3, padding=1) on {device.type}: {tuple(image.shape)} -> "
+          f"{tuple(out.shape)}, back on {out.device}")
+
+
+def data_parallel(device: torch.device) -> None:
+    heading("GPU how-to: DataParallel and DistributedDataParallel")
+    model = LinearRegression(2, 5)
+    print(model)
+    gpus = torch.cuda.device_count()
+    if device.type == "cuda" or not gpus:
+        # over the GPUs only where the run is on CUDA: DataParallel needs the model on cuda:0
+        model = nn.DataParallel(model.to(device), device_ids=list(range(gpus)) or None)
+        ran = f"nn.DataParallel over {gpus} GPU(s)"
+    else:  # GPUs here, but this run is on the CPU or MPS (--device)
+        print(f"nn.DataParallel would split each batch across this machine's {gpus} GPU(s); "
+              f"this run is on {device.type}, so the model runs unwrapped")
+        ran = "The model itself"
+    out = model(torch.randn(8, 2, device=device))
+    print(f"{ran}, a batch of 8: output {tuple(out.shape)}")
+    print("With 0 GPUs DataParallel calls the module itself; with 1 it runs on that GPU; with "
+          "several\nit splits each batch across them in one process and gathers the outputs "
+          "on GPU 0.")
+    print("DistributedDataParallel (a08) runs one process per GPU instead, with no single "
+          "GPU gathering\neverything and no Python lock shared between GPUs: PyTorch "
+          "recommends it over DataParallel.")
+    alias = getattr(nn.parallel, "DistributedDataParallelCPU", None)
+    print("nn.parallel.DistributedDataParallelCPU:",
+          "a deprecated alias of DistributedDataParallel" if alias is not None else "removed",
+          "(DDP over a gloo process group, as a08 runs on CPUs, is the current form)")
