@@ -29,7 +29,8 @@ def accelerator() -> str | None:
 
 def install_notes() -> list[str]:
     """a01: a line for each way this install does not fit this machine."""
-    notes = [rosetta(), mps_off(), gpu_unused(), gpu_missing_from_build(), no_distributed()]
+    notes = [rosetta(), mps_off(), jetson() or gpu_unused(), gpu_missing_from_build(),
+             no_distributed()]
     return [f"Note: {note}" for note in notes if note]
 
 
@@ -40,7 +41,8 @@ def rosetta() -> str | None:
                 ["sysctl", "-in", "sysctl.proc_translated"], capture_output=True, text=True,
                 timeout=10).stdout.strip() == "1":
             return ("this Python is an Intel (x86_64) build running under Rosetta on an "
-                    "Apple-silicon Mac, so it gets torch 2.2.2 at most and no MPS; install a "
+                    "Apple-silicon Mac, so it gets torch 2.2.2 at most, whose MPS there "
+                    "computes argmax wrongly (pytorch/pytorch#98191); install a "
                     "native arm64 Python (python.org's installer, or Homebrew's in "
                     "/opt/homebrew), then make .venv again with it")
     return None
@@ -62,6 +64,28 @@ def mps_off() -> str | None:
             f"process sees no Metal device: it runs in a sandbox or a virtual machine (an "
             f"IDE's or an agent's sandbox, a VM, a container), which hides the GPU; run it from "
             f"macOS's own Terminal")
+
+
+def mps_argmax_wrong() -> str | None:
+    """An Intel Mac's MPS (an AMD GPU), or MPS under Rosetta: int64 argmax returns wrong
+    values there (pytorch/pytorch#112186, #92311, #98191), so compute_accuracy is wrong."""
+    if platform.system() != "Darwin" or platform.machine() != "x86_64":
+        return None
+    return ("on an Intel Mac (or under Rosetta) MPS computes argmax wrongly "
+            "(pytorch/pytorch#112186), and with it the accuracy; --device cpu trains on the CPU")
+
+
+JETSON_RELEASE = "/etc/nv_tegra_release"  # JetPack's release file, on every Jetson
+
+
+def jetson() -> str | None:
+    """An NVIDIA Jetson: PyPI's and PyTorch's aarch64 wheels never use its GPU (JetPack 5 has
+    no nvidia-smi to tell)."""
+    if torch.cuda.is_available() or not os.path.exists(JETSON_RELEASE):
+        return None
+    return (f"this is an NVIDIA Jetson, whose GPU torch {torch.__version__} cannot use: "
+            f"neither PyPI's nor PyTorch's ARM wheels are built for it; install NVIDIA's torch "
+            f"wheel for your JetPack version (NVIDIA's 'PyTorch for Jetson' page)")
 
 
 def no_distributed() -> str | None:
@@ -203,6 +227,8 @@ def show_device(given: torch.device | None) -> torch.device:
         if device.type == "mps":  # rasbt/LLMs-from-scratch#635, #791, #1020
             print("Note: on MPS the losses may differ from the text's in the digits, and from "
                   "run to run; --device cpu reproduces the text's")
+            if wrong := mps_argmax_wrong():
+                print(f"Note: {wrong}")
         elif device.type != "cuda" and given is None:  # Intel's XPU (hexgrad/kokoro#273)
             print(f"Note: section 9.2's line looks for CUDA and MPS only, so it trains on the "
                   f"CPU; --device {device.type} trains on this {device.type}")

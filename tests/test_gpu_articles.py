@@ -292,3 +292,14 @@ def test_benchmark_times_bfloat16_only_on_a_cpu_with_hardware_for_it(bf16_second
     assert ((2048, torch.bfloat16) in timed) == (bf16_seconds < 0.002)
     assert (gpu_guide.PROBE, torch.bfloat16) in timed
     assert line in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_float16_says_why_this_run_has_none(cuda, monkeypatch, capsys):
+    """Seen on an H200: --device cpu beside a CUDA GPU printed '(no CUDA GPU here)'."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(gpu_guide, "train_in_precision", lambda amp, device: ([0.5], 1.0))
+    mixed_precision(torch.device("cpu"))
+    assert (" float16: needs CUDA, with torch.amp.GradScaler, which scales the loss so that "
+            "small float16 gradients do not vanish ("
+            + ("this run is on cpu)" if cuda else "no CUDA GPU here)")) in capsys.readouterr().out

@@ -236,7 +236,8 @@ def test_an_apple_silicon_mac_whose_process_sees_no_metal_device(mac, monkeypatc
                                  "for macOS"),
     ("x86_64", "15.1", True, "1\n", "this Python is an Intel (x86_64) build running under "
                                     "Rosetta on an Apple-silicon Mac, so it gets torch 2.2.2 at "
-                                    "most and no MPS; install a native arm64 Python"),
+                                    "most, whose MPS there computes argmax wrongly "
+                                    "(pytorch/pytorch#98191); install a native arm64 Python"),
     ("x86_64", "13.6", True, "", None),  # an Intel Mac: torch 2.2.2 is its torch
     ("arm64", "14.5", True, "", NO_METAL),  # a sandbox's or a VM's process: no Metal device
 ])
@@ -319,13 +320,38 @@ def test_the_simulated_machines_have_their_accelerator(tmp_path):
         assert f"{MACHINES[machine]}: True\n" in out and out.count(": True\n") == 1, out
 
 
-def test_a07_on_mps_says_its_digits_may_differ(monkeypatch, capsys):
-    """rasbt/LLMs-from-scratch#635, #791, #1020: MPS gives other digits, run to run."""
+@pytest.mark.parametrize("machine", ["arm64", "x86_64"])
+def test_a07_on_mps_says_its_digits_may_differ(machine, monkeypatch, capsys):
+    """rasbt/LLMs-from-scratch#635, #791, #1020: MPS gives other digits, run to run. An Intel
+    Mac's MPS (an AMD GPU), or MPS under Rosetta, computes int64 argmax wrongly
+    (pytorch/pytorch#112186, #92311, #98191): the accuracy a07 prints would be wrong."""
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(platform, "machine", lambda: machine)
     monkeypatch.setattr(devices, "accelerator", lambda: "mps")
     devices.show_device(None)
     assert capsys.readouterr().out == (
         "Training device: mps\nNote: on MPS the losses may differ from the text's in the "
-        "digits, and from run to run; --device cpu reproduces the text's\n")
+        "digits, and from run to run; --device cpu reproduces the text's\n" + (
+            "Note: on an Intel Mac (or under Rosetta) MPS computes argmax wrongly "
+            "(pytorch/pytorch#112186), and with it the accuracy; --device cpu trains on the "
+            "CPU\n" if machine == "x86_64" else ""))
+
+
+def test_a_jetson_is_named_before_any_advice_for_pip(machine_with, monkeypatch, tmp_path,
+                                                     capsys):
+    """A Jetson (JetPack 6 has nvidia-smi, JetPack 5 none) with PyPI's aarch64 torch: no
+    wheel of PyPI's or PyTorch's index uses its GPU (dusty-nv/jetson-inference#1932)."""
+    machine_with()  # no nvidia-smi, a CPU-only torch
+    release = tmp_path / "nv_tegra_release"
+    release.write_text("# R36 (release), REVISION: 4.0\n")
+    monkeypatch.setattr(devices, "JETSON_RELEASE", str(release))
+    out = run_main("a01_tensors.py", [], capsys)[1]
+    assert section(out, "1.3 Installing").splitlines()[-1] == (
+        "Note: this is an NVIDIA Jetson, whose GPU torch 2.13.0+cpu cannot use: neither PyPI's "
+        "nor PyTorch's ARM wheels are built for it; install NVIDIA's torch wheel for your "
+        "JetPack version (NVIDIA's 'PyTorch for Jetson' page)")
+    monkeypatch.setattr(devices, "JETSON_RELEASE", str(tmp_path / "absent"))
+    assert devices.install_notes() == []
 
 
 def test_an_intel_gpu_is_named_and_trained_on_when_asked(monkeypatch, capsys):

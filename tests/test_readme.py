@@ -257,6 +257,20 @@ LEARNER_REPORTS = [
         "`unset LD_LIBRARY_PATH`",
         "prints three lines and exits without training",  # the book's scripts on a CPU machine
         "`Distributed package doesn't have NCCL built in`"]),
+    # issue 51's sixth reading
+    ("## When things go wrong", [
+        "[WinError 4551]", "turn Smart App Control off",  # pytorch/pytorch#182008, ComfyUI#15117
+        "`[WinError 5] Access is denied", "`~orch` folder",  # pytorch-ts#56, pytorch#156413
+        "`failed to create process.`",  # pytorch/pytorch#92132, #77737, #108602
+        "`python -m torch.distributed.run` runs this one's",
+        "cuda capability 12.1"]),  # a DGX Spark's false warning, pytorch/pytorch#172629
+    ("## Quick start", ["Linux on ARM with an NVIDIA GPU", "whl/cu130",  # pytorch#168065
+                        "NVIDIA Jetson needs NVIDIA's own wheel"]),  # jetson-inference#1932
+    ("**Windows.**", ["not `/mnt/c`"]),  # microsoft/WSL#10729
+    ("**macOS.**", ["computes `argmax` wrongly"]),  # pytorch/pytorch#112186, #98191
+    ("**SLURM.**", ["`GLIBC_2.27' not found`", "a container"]),  # pytorch/pytorch#150724
+    ("#!/bin/bash", ["#SBATCH --cpus-per-task=", "SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK",
+                     "srun bash -c 'python -m torch.distributed.run"]),  # lightning#18650
 ]
 
 
@@ -279,7 +293,9 @@ def test_the_quick_start_gets_the_right_torch_before_pip_install():
         ("pip install torch --index-url https://download.pytorch.org/whl/cpu",
          "Linux without an NVIDIA GPU"),
         ("pip install torch --index-url https://download.pytorch.org/whl/cu126",
-         "Windows with an NVIDIA GPU")]
+         "Windows with an NVIDIA GPU"),
+        ("pip install torch --index-url https://download.pytorch.org/whl/cu130",
+         "Linux on ARM with an NVIDIA GPU")]
 
 
 @fake_commands
@@ -288,7 +304,8 @@ def test_the_sbatch_script_gives_each_machine_its_number_from_slurm(tmp_path):
     hangs where the head node's name resolves to another interface (pytorch/pytorch#73656):
     the script's static rendezvous takes each machine's number from SLURM_NODEID instead,
     expanded on that machine. Run here with an `srun` that starts the task as two machines
-    would, and a `torchrun` that says what it got (tests/test_slurm.py: under a real SLURM)."""
+    would, and a `python` that says what it got and the cores srun would give it
+    (tests/test_slurm.py: under a real SLURM)."""
     import os
     import subprocess
 
@@ -300,17 +317,19 @@ def test_the_sbatch_script_gives_each_machine_its_number_from_slurm(tmp_path):
     for name, body in {
         "scontrol": 'printf "node-a\\nnode-b\\n"',
         "srun": 'for n in 0 1; do SLURM_NODEID=$n "$@"; done',
-        "torchrun": 'echo "torchrun $*"',
+        "python": 'echo "python $* (cores: $SRUN_CPUS_PER_TASK)"',
     }.items():
         (fakes / name).write_text(f"#!/bin/bash\n{body}\n")
         (fakes / name).chmod(0o755)
     env = {"PATH": f"{fakes}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "node-[a-b]",
            "SLURM_JOB_ID": "1234", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "4",
+           "SLURM_CPUS_PER_TASK": "8",
            "HOME": os.environ.get("HOME", "/")}
     result = subprocess.run(["bash", "-c", script, "a08.sbatch", "--timeout", "60"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        f"torchrun --nnodes=2 --node_rank={node} --nproc_per_node=4 --master_addr=node-a "
-        f"--master_port=21234 a08_ddp_torchrun.py --snapshot a08-1234.pt --timeout 60"
+        f"python -m torch.distributed.run --nnodes=2 --node_rank={node} --nproc_per_node=4 "
+        f"--master_addr=node-a --master_port=21234 a08_ddp_torchrun.py --snapshot a08-1234.pt "
+        f"--timeout 60 (cores: 8)"
         for node in (0, 1)]

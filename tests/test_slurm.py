@@ -109,12 +109,12 @@ def wait_for_end(env: dict, job: str, timeout: float = 300) -> str:
 
 def submit(env: dict, folder: Path, *a08_flags: str) -> str:
     """sbatch the README's script from ``folder``, on this one CPU-only machine: the command
-    line overrides the script's --nodes=2 and --gpus-per-node."""
+    line overrides the script's --nodes=2, --gpus-per-node and --cpus-per-task."""
     (folder / "a08.sbatch").write_text(readme_sbatch_script())
     (folder / "a08_ddp_torchrun.py").symlink_to(ROOT / "a08_ddp_torchrun.py")
     result = subprocess.run(["sbatch", "--parsable", "--nodes=1", "--gpus-per-node=0",
-                             "a08.sbatch", *a08_flags], cwd=folder, env=env,
-                            capture_output=True, text=True, check=True)
+                             f"--cpus-per-task={os.cpu_count() or 1}", "a08.sbatch", *a08_flags],
+                            cwd=folder, env=env, capture_output=True, text=True, check=True)
     return result.stdout.strip().split(";")[0]
 
 
