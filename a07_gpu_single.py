@@ -8,13 +8,14 @@ Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark] [--gpu-
 import torch
 import torch.nn.functional as F
 
-from common import (
+from common import (  # EXTRA: --gpu-guides, --benchmark
     NeuralNetwork,
     compute_accuracy,
     devices,
     flags,
     gpu_guide,
     gpu_howto,
+    measure,
     runner,
     toy_loaders,
 )
@@ -90,7 +91,7 @@ def exercise_a4(sizes):  # EXTRA: --benchmark
     found = devices.accelerator()
     devices_here = [torch.device("cpu")] + ([torch.device(found)] if found else [])
     timed = ", ".join(f"{device.type.upper()} "
-                      f"{gpu_guide.time_matmul((100, 200, 300), device) * 1e6:.1f} us"
+                      f"{measure.time_matmul((100, 200, 300), device) * 1e6:.1f} us"
                       for device in devices_here)
     name = found.upper() if found else None
     header = f"{'size':>6} | {'CPU (ms)':>10}" + (
@@ -103,7 +104,7 @@ def exercise_a4(sizes):  # EXTRA: --benchmark
     print(f"{header}\n{'-' * len(header)}")
     wins_from = None  # the smallest size from which on the accelerator wins at every size
     for size in sizes:
-        cpu, *other = (gpu_guide.time_matmul((size,) * 3, device) for device in devices_here)
+        cpu, *other = (measure.time_matmul((size,) * 3, device) for device in devices_here)
         line = f"{size:>6} | {cpu * 1e3:>10.3f}"
         if other:
             line += f" | {other[0] * 1e3:>10.3f} | {cpu / other[0]:>7.1f}x"

@@ -7,14 +7,12 @@ import warnings
 import pytest
 import torch
 
-from common import gpu_guide, gpu_howto
+from common import gpu_guide, gpu_howto, measure
 from common.gpu_guide import (
-    Blocks,
     ConvNet,
     LSTMGenerator,
     RNNClassifier,
     TransformerLM,
-    amp_problem,
     memory_and_checkpointing,
     mixed_precision,
 )
@@ -206,7 +204,8 @@ def test_the_autocast_a_mac_lacks_is_named(torch_version, dtype, expected, monke
     """Apple silicon: torch 2.4 has no MPS autocast, 2.5 none in bfloat16 (it warns and trains
     in float32): torch is asked, so that no run is labelled with a precision it did not use."""
     as_on_a_mac(monkeypatch, torch_version)
-    assert amp_problem(dtype, "mps") == (expected and expected.format(version=torch.__version__))
+    expected = expected and expected.format(version=torch.__version__)
+    assert measure.amp_problem(dtype, "mps") == expected
 
 
 def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
@@ -224,7 +223,7 @@ def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
     assert "bfloat16: losses" not in out
     # the memory part on the CPU, whose autocast is made to lack bfloat16 as MPS's does
     autocast_as_torch_2_5_on_mps(monkeypatch, "cpu")
-    monkeypatch.setattr(gpu_guide, "Blocks", lambda: Blocks(width=32, depth=2))
+    monkeypatch.setattr(measure, "Blocks", lambda real=measure.Blocks: real(width=32, depth=2))
     memory_and_checkpointing(torch.device("cpu"))
     out = capsys.readouterr().out
     assert out.count("left out") == 1
@@ -285,12 +284,12 @@ def test_benchmark_times_bfloat16_only_on_a_cpu_with_hardware_for_it(bf16_second
     decides; a CPU with the hardware gets the row."""
     timed = []
     monkeypatch.setattr(gpu_guide, "device_to_show", lambda device: torch.device("cpu"))
-    monkeypatch.setattr(gpu_guide, "time_matmul",
+    monkeypatch.setattr(measure, "time_matmul",
                         lambda shape, device, dtype=torch.float32: timed.append((shape[0], dtype))
                         or (bf16_seconds if dtype == torch.bfloat16 else 0.001))
     gpu_guide.tensor_cores(2048)
     assert ((2048, torch.bfloat16) in timed) == (bf16_seconds < 0.002)
-    assert (gpu_guide.PROBE, torch.bfloat16) in timed
+    assert (measure.PROBE, torch.bfloat16) in timed
     assert line in capsys.readouterr().out
 
 
