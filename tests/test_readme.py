@@ -60,32 +60,10 @@ def commands_run_here() -> list[str]:
     return [command for command in readme_commands() if command not in NOT_RUN_HERE]
 
 
-def test_readme_has_a_table_of_contents():
-    lines = readme().splitlines()
-    contents = [line for line in lines[:30] if line.startswith("- [")]
-    headings = [line[3:] for line in lines if line.startswith("## ")]
-    for heading in headings:
-        assert any(f"[{heading}]" in line for line in contents), heading
-
-
 def test_every_command_not_run_here_is_in_the_readme():
     """The list above names only commands that exist, so it cannot hide one."""
     assert set(NOT_RUN_HERE) <= set(readme_commands())
     assert len(commands_run_here()) >= 15, commands_run_here()
-
-
-def test_no_placeholder_in_a_command_run_here():
-    for command in commands_run_here():
-        assert "..." not in command and "<" not in command, command
-
-
-def test_readme_speaks_to_learners():
-    text = readme().lower()
-    for phrase in ("build machine", "previous layout", "previous session", "this session"):
-        assert phrase not in text, phrase
-    assert readme().index("## When things go wrong")
-    first = readme().split("## When things go wrong")[1].split("\n- ")[1]
-    assert "No module named 'torch'" in first
 
 
 TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
@@ -199,15 +177,6 @@ def test_one_marker_per_comment():
             assert len(MARKER.findall("#" + comment)) <= 1, f"{script.name}:{number}"
 
 
-def test_markers_say_where_a_part_comes_from():
-    a01 = (ROOT / "a01_tensors.py").read_text()
-    numpy_part = a01[a01.index("def section_2_1_from_numpy"):a01.index("def section_2_2")]
-    assert "# NOTEBOOK:" in numpy_part  # the author's notebook, not the text
-    a04 = (ROOT / "a04_dataloaders.py").read_text()
-    workers = a04[a04.index("def section_6_num_workers"):a04.index("def main")]
-    assert "# EXTRA:" in workers and "# NEW:" not in workers  # ours: the text only describes it
-
-
 # What learners ran into, where only a README line can help: (where it is said, from the heading
 # or phrase that starts the part of the README, what it says), each with its report.
 LEARNER_REPORTS = [
@@ -230,7 +199,9 @@ LEARNER_REPORTS = [
     ("## Quick start", ["Python\n3.10 or newer", "a Mac's own `python3` is 3.9",  # openworker#236
                         "brew install python@3.12", "RTX 50xx needs `cu130`",
                         "before `pip install .`"]),
-    ("```powershell", ["py -m venv .venv", "python -m venv .venv"]),  # python/pymanager#223
+    ("```powershell", ["py -m venv .venv", "python -m venv .venv",  # python/pymanager#223
+                       # a stock Windows refuses every .ps1 file until the user allows local ones
+                       "Set-ExecutionPolicy -Scope CurrentUser RemoteSigned"]),
     ("**Notebooks", ["`import a05_training_loop`, then `a05_training_loop.main()`"]),  # ex.#369
     # issue 41's fourth reading
     ("**Windows.**", ["PyPI has no torch for Windows on ARM", "`from versions: none`",  # #133804

@@ -1,7 +1,6 @@
 """a01 to a07: each runs alone from a temporary folder and prints the spec's values; what
 holds for every script (--help, no litter)."""
 
-import os
 import re
 import sys
 
@@ -14,8 +13,6 @@ from conftest import (
     TUTORIAL_LOSS_LINES,
     clean_env,
     copy_of,
-    descendants,
-    lists_processes,
     loss_lines,
     run_main,
     run_script,
@@ -167,19 +164,6 @@ def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path):
         ["[CPU0] Epoch: 001/001 | Batchsize 005 | Train/Val Loss: "]
 
 
-def test_compute_accuracy_takes_the_argmax_over_classes():
-    from torch.utils.data import DataLoader
-
-    from common import ToyDataset, compute_accuracy
-
-    class Fixed(torch.nn.Module):  # logits whose argmax over dim 1 is the label, over 0 not
-        def forward(self, x):
-            return torch.tensor([[5.0, 0.0], [0.0, 1.0], [9.0, 0.0]])
-
-    data = ToyDataset(torch.zeros(3, 2), torch.tensor([0, 1, 0]))
-    assert compute_accuracy(Fixed(), DataLoader(data, batch_size=3)) == 1.0
-
-
 @pytest.fixture(scope="module")
 def a06(runs):
     return runs("a06_save_load.py")
@@ -256,12 +240,6 @@ def test_each_script_runs_alone_from_another_folder_and_leaves_no_litter(script,
         (["model.pth"] if script.startswith("a06") else [])
 
 
-def test_no_litter_in_the_clone(runs):
-    for script in SCRIPTS:
-        runs(script)
-    assert not [p for p in ROOT.glob("*") if p.suffix in (".pth", ".pt", ".png")]
-
-
 def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     from common import walkthrough
     (tmp_path / "first.py").write_text("print('first ran')\n")
@@ -274,13 +252,6 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     assert walkthrough.main() == 1
     assert "Walkthrough stopped: broken.py failed (exit status 3)." in capsys.readouterr().err
     assert not (tmp_path / "RAN").exists()
-
-
-@lists_processes
-def test_nothing_runs_beside_a_test():
-    """Scripts start when a test asks for them, not as pytest starts: `pytest -k NAME` runs
-    only what it names."""
-    assert descendants(os.getpid()) == []
 
 
 def test_a_notebook_calling_main(monkeypatch, capsys):
