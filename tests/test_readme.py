@@ -16,6 +16,10 @@ NOT_RUN_HERE = {
     "pip install torch --index-url https://download.pytorch.org/whl/cu126":
         "for Windows with an NVIDIA GPU, or a driver that predates CUDA 13; that index cannot be "
         "reached here",
+    "pip install torch --index-url https://download.pytorch.org/whl/cu130":
+        "for Linux on ARM with an NVIDIA GPU; that index cannot be reached here",
+    "python -m torch.distributed.run": "the launcher's name beside an error, not a command: the "
+                                       "notebook cell and the walkthrough run it with a08",
     "pip uninstall -y torch": "removes the torch that the commands after it need; the build "
                               "that replaces it comes from an index this machine cannot reach",
     "torchrun --nproc_per_node=gpu a08_ddp_torchrun.py": "needs CUDA: bash .ci/gpu-check",

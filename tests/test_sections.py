@@ -13,6 +13,7 @@ from conftest import (
     TUTORIAL_LOSS_LINES,
     clean_env,
     copy_of,
+    free_port,
     loss_lines,
     run_main,
     run_script,
@@ -155,7 +156,8 @@ def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path):
                                                            "        shuffle=False,  # NEW"})
     a05, a08 = run_together({"a05": [sys.executable, "a05_training_loop.py"],
                              "a08": [sys.executable, "a08_ddp_torchrun.py"]},
-                            lambda key: tmp_path / key).values()
+                            lambda key: tmp_path / key,
+                            lambda key: clean_env() | {"MASTER_PORT": str(free_port())}).values()
     assert a05.returncode == 0 and a08.returncode == 0, a05.stderr + a08.stderr
     assert [line[:-4] for line in loss_lines(a05.stdout)] == \
         [line[:-4].replace("/003", "/001") for line in TUTORIAL_LOSS_LINES[:2]]
