@@ -8,7 +8,7 @@ Run: python a07_gpu_single.py [--device auto|cpu|cuda|mps] [--benchmark] [--gpu-
 import torch
 import torch.nn.functional as F
 
-from common import (  # EXTRA: --gpu-guides, --benchmark
+from common import (
     NeuralNetwork,
     compute_accuracy,
     devices,

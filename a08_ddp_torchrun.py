@@ -127,10 +127,11 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
         # Optional model evaluation
         checkpoints.save_snapshot(snapshot, model.module, optimizer, epoch + 1, rank)  # EXTRA
 
-    # (the text's try/except ZeroDivisionError: no process here lacks a batch, see below)
-    train_acc = compute_accuracy(model, train_loader, device=device)
+    # (the text's try/except ZeroDivisionError: no process here lacks a batch, see
+    # prepare_dataset)
+    train_acc = compute_accuracy(model, train_loader, device=device)  # FIXED: not rank
     print(f"[{kind}{rank}] Training accuracy", train_acc)
-    test_acc = compute_accuracy(model, test_loader, device=device)
+    test_acc = compute_accuracy(model, test_loader, device=device)  # FIXED: not rank
     print(f"[{kind}{rank}] Test accuracy", test_acc)
 
     processes.report_summary(model, (train_loader, test_loader), device)  # EXTRA: all ranks
