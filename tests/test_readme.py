@@ -171,6 +171,22 @@ def test_no_line_of_ours_inside_the_texts_batch_loop(script):
     assert ours == []
 
 
+def loop(script: str) -> list[str]:
+    """The lines of a script's epoch loop, from its header to the text's closing comment."""
+    source = (ROOT / script).read_text()
+    start = source.index("    for epoch in range(")
+    return source[start:source.index("        # Optional model evaluation\n", start)].splitlines()
+
+
+def test_the_loops_differ_only_by_their_sections_marked_lines():
+    """`diff a05 a07` shows 9.2's line in the loop, `diff a07 a08` 9.3's: each other line is
+    the same, comments included."""
+    a05 = loop("a05_training_loop.py")
+    assert [line for line in loop("a07_gpu_single.py") if not line.endswith("  # NEW")] == a05
+    assert [line for line in loop("a08_ddp_torchrun.py") if not MARKER.search(line)
+            and line not in a05] == ['                  f" | Batchsize {labels.shape[0]:03d}"']
+
+
 MARKER = re.compile(r"#\s*(NEW|EXTRA|NOTEBOOK|FIXED):")
 
 

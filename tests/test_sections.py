@@ -256,12 +256,14 @@ def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "RAN").exists()
 
 
-def test_a_notebook_calling_main(monkeypatch, capsys):
-    """A Jupyter kernel's argv is its own (pytorch/examples#369): main() reads none of it and
-    runs the tutorial's defaults, as the README's cell shows."""
+def test_a_notebook_calling_main(monkeypatch, capsys, tmp_path):
+    """A Jupyter kernel's argv is its own (pytorch/examples#369): main() reads none of it, nor
+    does any function but __main__ (a08's flags arrive as keywords), and runs the tutorial's
+    defaults, as the README's cell shows."""
     import a05_training_loop
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/ipykernel_launcher.py", "-f",
-                                      "/root/.local/share/jupyter/runtime/kernel-1.json"])
+                                      "kernel-1.json", "--snapshot", "s.pt", "--plot", "p.png"])
     a05_training_loop.main()
     assert loss_lines(capsys.readouterr().out) == TUTORIAL_LOSS_LINES
     torch.set_printoptions(profile="default", sci_mode=None)
@@ -271,3 +273,4 @@ def test_a_notebook_calling_main(monkeypatch, capsys):
     assert loss_lines(capsys.readouterr().out) == [
         f"[CPU0] Epoch: 001/001 | Batchsize 002 | Train/Val Loss: {loss}" for loss in
         ("0.66", "0.33")]
+    assert list(tmp_path.iterdir()) == []  # no --snapshot, no --plot read from the argv
