@@ -30,7 +30,7 @@ def time_matmul(shape: tuple[int, int, int], device: torch.device,
     (a @ b).sum().item()  # warm-up: the first call pays for kernel selection
     wait = (lambda: None) if device.type == "cpu" else getattr(torch, device.type).synchronize
     timer = timeit.Timer(lambda: (a @ b, wait()))
-    number = max(1, timer.autorange()[0] // 4)  # calls in a twentieth of a second
+    number = max(1, round(0.04 / max(timer.timeit(1), 1e-7)))  # calls in 0.04 s
     return statistics.median(timer.repeat(repeat=5, number=number)) / number
 
 

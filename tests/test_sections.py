@@ -13,11 +13,9 @@ from conftest import (
     TUTORIAL_LOSS_LINES,
     clean_env,
     copy_of,
-    free_port,
     loss_lines,
     run_main,
     run_script,
-    run_together,
     section,
 )
 
@@ -142,7 +140,7 @@ def test_a05_section_7_predictions(a05):
     assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(out, "7 compute_accuracy")
 
 
-def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path):
+def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path, capsys):
     """`num_epochs = 3`, `lr=0.5` and `batch_size=2` stand in the code of a05, a07 and a08, as
     in the text: a learner's edit of each changes the run (no flag overrides them)."""
     for script in SCRIPTS[4:]:
@@ -150,19 +148,19 @@ def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path):
     for script in ("a05_training_loop.py", "a07_gpu_single.py", "a08_ddp_torchrun.py"):
         assert (ROOT / script).read_text().count("    num_epochs = 3\n") == 1, script
     edits = {"num_epochs = 3\n": "num_epochs = 1\n", "lr=0.5)": "lr=0.05)"}
-    copy_of("a05_training_loop.py", tmp_path / "a05", edits)
-    copy_of("a08_ddp_torchrun.py", tmp_path / "a08", edits | {
+    a05 = copy_of("a05_training_loop.py", tmp_path / "a05", edits)
+    a08 = copy_of("a08_ddp_torchrun.py", tmp_path / "a08", edits | {
         "        batch_size=2,\n        shuffle=False,  # NEW": "        batch_size=5,\n"
                                                            "        shuffle=False,  # NEW"})
-    a05, a08 = run_together({"a05": [sys.executable, "a05_training_loop.py"],
-                             "a08": [sys.executable, "a08_ddp_torchrun.py"]},
-                            lambda key: tmp_path / key,
-                            lambda key: clean_env() | {"MASTER_PORT": str(free_port())}).values()
-    assert a05.returncode == 0 and a08.returncode == 0, a05.stderr + a08.stderr
-    assert [line[:-4] for line in loss_lines(a05.stdout)] == \
+    code, out, err = run_main(str(a05), [], capsys)
+    assert code == 0, err
+    assert [line[:-4] for line in loss_lines(out)] == \
         [line[:-4].replace("/003", "/001") for line in TUTORIAL_LOSS_LINES[:2]]
-    assert loss_lines(a05.stdout)[1][-4:] != TUTORIAL_LOSS_LINES[1][-4:]  # lr=0.05
-    assert [line[:-4] for line in loss_lines(a08.stdout)] == \
+    assert loss_lines(out)[1][-4:] != TUTORIAL_LOSS_LINES[1][-4:]  # lr=0.05
+    torch.set_printoptions(profile="default", sci_mode=None)  # as a05 left them
+    code, out, err = run_main(str(a08), [], capsys)
+    assert code == 0, err
+    assert [line[:-4] for line in loss_lines(out)] == \
         ["[CPU0] Epoch: 001/001 | Batchsize 005 | Train/Val Loss: "]
 
 
@@ -240,6 +238,16 @@ def test_each_script_runs_alone_from_another_folder_and_leaves_no_litter(script,
     assert re.search(r"=== \d", result.stdout), "no numbered section heading"
     assert [path.name for path in result.cwd.iterdir()] == \
         (["model.pth"] if script.startswith("a06") else [])
+
+
+def test_a08_as_one_plain_process_prints_the_published_scripts_losses(runs):
+    """The published script's own figures on torch 2.13's CPU (the text's are a GPU's)."""
+    out = runs("a08_ddp_torchrun.py").stdout
+    assert loss_lines(out) == [f"[CPU0] Epoch: 00{epoch}/003 | Batchsize 002 | Train/Val Loss: "
+                               f"{loss}" for epoch, loss in zip([1, 1, 2, 2, 3, 3], [
+                                   "0.66", "0.33", "0.10", "0.07", "0.04", "0.01"], strict=True)]
+    assert "[CPU0] Training accuracy 1.0\n[CPU0] Test accuracy 1.0\n" in out
+    assert "Parameters identical in all 1 processes: True" in out
 
 
 def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):

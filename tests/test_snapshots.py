@@ -23,7 +23,6 @@ from conftest import (
     lists_processes,
     posix_signals,
     process_table,
-    run,
     run_main,
     start,
 )
@@ -115,26 +114,26 @@ def test_a_diverged_run_never_writes_a_snapshot(one_process, tmp_path_factory, c
 
 
 @posix_signals
-def test_sigterm_mid_training_keeps_a_whole_snapshot_and_a_run_resumes(tmp_path_factory):
+def test_sigterm_mid_training_keeps_a_whole_snapshot_and_a_run_resumes(one_process, capsys,
+                                                                       tmp_path_factory):
     """What a preempted or killed run meets: SIGTERM. Then a run with num_epochs one more than
     the snapshot holds trains that one epoch."""
-    tmp_path = tmp_path_factory.mktemp("run")
-    env = clean_env() | {"MASTER_PORT": str(free_port())}
     long = a08_with_epochs(tmp_path_factory.mktemp("long"), 100_000)
-    launch = start(a08_command("--snapshot", "s.pt", script=long), tmp_path, env)
+    launch = start(a08_command("--snapshot", "s.pt", script=long), one_process,
+                   clean_env() | {"MASTER_PORT": str(free_port())})
     deadline = time.monotonic() + 60
-    while not (tmp_path / "s.pt").exists() and time.monotonic() < deadline:
+    while not (one_process / "s.pt").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     launch.send_signal(signal.SIGTERM)
     launch.communicate(timeout=10)
     assert launch.returncode == -signal.SIGTERM  # 143 in a shell
-    done = torch.load(tmp_path / "s.pt", weights_only=True)["epochs_completed"]
+    done = torch.load("s.pt", weights_only=True)["epochs_completed"]
     one_more = a08_with_epochs(tmp_path_factory.mktemp("one_more"), done + 1)
-    result = run(a08_command("--snapshot", "s.pt", script=one_more), tmp_path, env)
-    assert result.returncode == 0, result.stderr
-    assert f"Resuming from epoch {done} (s.pt): continuing with epoch {done + 1}" in result.stdout
-    assert set(epochs(result.stdout)) == {done + 1}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.pt"]
+    code, out, err = run_main(str(one_more), ["--snapshot", "s.pt"], capsys)
+    assert code == 0, err
+    assert f"Resuming from epoch {done} (s.pt): continuing with epoch {done + 1}" in out
+    assert set(epochs(out)) == {done + 1}
+    assert sorted(p.name for p in one_process.iterdir()) == ["s.pt"]
 
 
 @posix_signals
