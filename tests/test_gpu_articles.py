@@ -9,16 +9,12 @@ import torch
 
 from common import gpu_guide, gpu_howto, measure
 from common.gpu_guide import (
-    ConvNet,
     LSTMGenerator,
-    RNNClassifier,
     TransformerLM,
     memory_and_checkpointing,
     mixed_precision,
 )
 from conftest import (
-    TUTORIAL_LOSS_LINES,
-    loss_lines,
     section,
 )
 
@@ -47,10 +43,7 @@ def test_exercise_a4_table(guides):
     assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU \d+\.\d us$", text, re.M)
 
 
-def test_the_tutorials_output_comes_first_and_unchanged(guides):
-    assert loss_lines(section(guides, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
-    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(guides,
-                                                                    "9.2 compute_accuracy")
+def test_the_tutorials_output_comes_first(guides):
     positions = [guides.index(f"=== {h}") for h in HEADINGS]
     assert positions == sorted(positions)
     assert positions[0] > guides.index("=== 9.2 compute_accuracy")
@@ -116,14 +109,6 @@ def test_four_architectures_output_shapes(guides):
     assert "input (4, 7) -> output (4, 5)" in text  # RNNClassifier: batch first
     assert "input (4, 7) -> output (4, 1000)" in text  # LSTMGenerator
     assert "input (4, 16) -> output (4, 16, 1000)" in text  # TransformerLM
-
-
-def test_convnet_takes_any_image_size():
-    assert ConvNet(10)(torch.randn(2, 3, 224, 224)).shape == (2, 10)  # the article's: 28 only
-
-
-def test_rnn_reads_batch_first():
-    assert RNNClassifier(50, 8, 16, 3)(torch.randint(0, 50, (4, 7))).shape == (4, 3)
 
 
 def test_lstm_builds_its_own_initial_states_and_returns_them_for_the_next_step():
