@@ -8,7 +8,15 @@ Run: python a05_training_loop.py [--plot PATH]
 import torch
 import torch.nn.functional as F
 
-from common import NeuralNetwork, compute_accuracy, flags, plots, runner, toy_data, toy_loaders
+from common import (
+    NeuralNetwork,
+    compute_accuracy,
+    flags,
+    plots,
+    runner,
+    toy_data,
+    toy_loaders,
+)
 
 
 def main(plot=None):
