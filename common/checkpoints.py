@@ -30,7 +30,9 @@ def check_writable(path: str, flag: str) -> str | None:
         return f"{path} is {'a folder' if target.is_dir() else 'not a regular file'}; " \
                f"give the path of a file"
     try:
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}."):
+        # named as atomic_path's, whose next save removes it where a signal left it
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.",
+                                         suffix=".tmp"):
             pass
     except OSError as err:
         return f"{path}: cannot write there ({err.strerror}); choose another {flag}"

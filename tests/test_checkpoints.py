@@ -4,6 +4,7 @@ import io
 import os
 import signal
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -131,6 +132,19 @@ def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans
     with checkpoints.atomic_path(str(target)) as tmp:
         torch.save({"w": torch.ones(3)}, tmp)
     assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
+
+
+def test_a_writability_probe_a_signal_cut_short_goes_with_the_next_save(tmp_path, monkeypatch):
+    """a08 saves --snapshot every epoch, each save probing first: a SIGTERM inside the probe
+    left `.s.pt.x8k2` beside the snapshot (seen with epochs of a few milliseconds)."""
+    probe = tempfile.NamedTemporaryFile
+    monkeypatch.setattr(checkpoints.tempfile, "NamedTemporaryFile",
+                        lambda **kwargs: probe(delete=False, **kwargs))  # as if killed in it
+    assert checkpoints.check_writable(str(tmp_path / "s.pt"), "--snapshot") is None
+    monkeypatch.undo()
+    with checkpoints.atomic_path(str(tmp_path / "s.pt")) as tmp:
+        torch.save({}, tmp)
+    assert [p.name for p in tmp_path.iterdir()] == ["s.pt"]
 
 
 def test_a_saved_file_has_the_modes_any_new_file_gets(tmp_path):
