@@ -67,8 +67,9 @@ def mps_off() -> str | None:
 
 
 def mps_argmax_wrong() -> str | None:
-    """An Intel Mac's MPS (an AMD GPU), or MPS under Rosetta: int64 argmax returns wrong
-    values there (pytorch/pytorch#112186, #92311, #98191), so compute_accuracy is wrong."""
+    """An Intel Mac's MPS (an AMD GPU), or MPS under Rosetta: argmax returns wrong values
+    there, for integer and float input (pytorch/pytorch#112186, #92311, #98191, #109067), so
+    compute_accuracy is wrong."""
     if platform.system() != "Darwin" or platform.machine() != "x86_64":
         return None
     return ("on an Intel Mac (or under Rosetta) MPS computes argmax wrongly "

@@ -1,8 +1,8 @@
 """Every script's flags, not the tutorial's code: what the text does not do (a file, a device, a
-launcher's choice), each defaulting to the text's behaviour, with the checks no
-single flag can make, all before any work. A mistake is one usage line and exit status 2 (a
-launch variable: one line and 1). The text's constants (lr=0.5, num_epochs = 3) stand in the
-scripts, where a learner changes them."""
+launcher's choice), each defaulting to the text's behaviour, with the checks no single flag can
+make, all before any work. A mistake is one usage line and exit status 2 (a launch variable:
+one line and 1). The text's constants (lr=0.5, num_epochs = 3) stand in the scripts, where a
+learner changes them."""
 
 from __future__ import annotations
 

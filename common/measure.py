@@ -1,7 +1,8 @@
 """Measurements for the GPU guide (a07 --gpu-guides, --benchmark) and section 9.1's Exercise
 A.4 (a07 --benchmark): how long a matrix product takes, whether this CPU computes bfloat16 fast,
-TF32 on CUDA's tensor cores, and the bytes autograd keeps for the backward pass (of a model
-whose ``blocks[0][0]`` is its first Linear layer, as the guide's Blocks)."""
+TF32 on CUDA's tensor cores, whether this torch has autocast in a precision on a device, and the
+bytes autograd keeps for the backward pass (of a model whose ``blocks[0][0]`` is its first
+Linear layer, as Blocks)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """a08's processes, not the tutorial's code: launch variables checked before any process
-waits, a store torchrun's restarts can use, --spawn, data for
-every process, rank 0's summary, and leaving the group cleanly."""
+waits, a store torchrun's restarts can use, --spawn, data for every process, rank 0's summary,
+and leaving the group cleanly."""
 
 from __future__ import annotations
 
