@@ -33,8 +33,8 @@ def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gp
     torch.manual_seed(123)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW
-    if device.type == "cpu":  # NEW: the text's variant for Apple-silicon Macs
-        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+    if device.type == "cpu":  # EXTRA: both of the text's forms, CUDA's first
+        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")  # NEW: Macs
     device = chosen or device  # EXTRA: --device, where given, overrides the choice above
     model = model.to(device)  # NEW
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)

@@ -50,8 +50,9 @@ def ddp_setup(rank, world_size, timeout=120, device="auto"):
                        timeout=timedelta(seconds=timeout),  # EXTRA: --timeout
                        store=processes.store_for_torchrun_restarts(timeout))  # EXTRA: restarts
 
-    if backend == "nccl":  # FIXED: the text's set_device(rank) takes the rank across machines
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))  # this machine's GPU
+    if backend == "nccl":  # FIXED: set_device fails without CUDA; the text calls it always
+        # FIXED: rank is the global RANK here (see __main__): this machine's GPU is LOCAL_RANK
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
 
 
 def prepare_dataset():
@@ -74,7 +75,7 @@ def prepare_dataset():
         dataset=train_ds,
         batch_size=2,
         shuffle=False,  # NEW: False because of DistributedSampler below
-        # FIXED: the text's True; pinned memory speeds copies to a GPU, and warns without one
+        # EXTRA: the text's True only for GPUs: pinning speeds copies to one; CPUs just warn
         pin_memory=torch.distributed.get_backend() == "nccl",
         drop_last=True,
         # NEW: each process gets its own slice of the examples, no two the same
@@ -89,18 +90,18 @@ def prepare_dataset():
 
 
 # NEW: everything one process does, from joining the group to leaving it
-def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):  # EXTRA: ours
+def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):  # EXTRA: flags
     ddp_setup(rank, world_size, timeout=timeout, device=device)  # EXTRA: --timeout, --device
 
     train_loader, test_loader = prepare_dataset()
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    # FIXED: the text moves to the GPU numbered rank; here, ddp_setup's GPU or the CPU
+    # EXTRA: where the lines marked "not rank" move to: ddp_setup's GPU, or the CPU
     device = torch.device("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
-    kind = "GPU" if device.type == "cuda" else "CPU"  # FIXED: [CPU0] in processes on CPUs
-    model = model.to(device)  # FIXED: the text's model.to(rank)
+    kind = "GPU" if device.type == "cuda" else "CPU"  # EXTRA: [CPU0] says where it trains
+    model = model.to(device)  # FIXED: not .to(rank), which needs a GPU numbered rank
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     first_epoch = checkpoints.resume(snapshot, model, optimizer, num_epochs, rank)  # EXTRA
-    model = DDP(model)  # FIXED: the text's device_ids=[rank] names a GPU; DDP finds the device
+    model = DDP(model)  # FIXED: device_ids=[rank] is refused on CPUs; DDP finds the device
     # the model itself is now model.module
 
     for epoch in range(first_epoch, num_epochs):  # EXTRA: from --snapshot's epoch (else 0)
@@ -119,7 +120,7 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
             optimizer.step()
 
             ### LOGGING
-            print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"  # NEW: the process
+            print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"  # NEW: [GPU{rank}]
                   f" | Batchsize {labels.shape[0]:03d}"
                   f" | Train/Val Loss: {loss:.2f}")
 
@@ -134,27 +135,28 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
     test_acc = compute_accuracy(model, test_loader, device=device)  # FIXED: not rank
     print(f"[{kind}{rank}] Test accuracy", test_acc)
 
-    processes.report_summary(model, (train_loader, test_loader), device)  # EXTRA: all ranks
-    del model  # FIXED: DDP freed before its group (else gloo may abort at exit)
-    processes.free_before_leaving()  # FIXED: as del model
+    # EXTRA: rank 0 prints accuracy over all processes, every example counted once
+    processes.report_summary(model, (train_loader, test_loader), device)
+    del model  # EXTRA: DDP freed before its group goes, else gloo may abort at exit
+    processes.free_before_leaving()  # EXTRA: torch < 2.5 may hang leaving, unless it waits
     destroy_process_group()  # NEW: leave the process group
 
 
 if __name__ == "__main__":
-    args = flags.a08(__doc__)  # EXTRA: --snapshot, --timeout, --device, --spawn; torchrun's
+    args = flags.a08(__doc__)  # EXTRA: --snapshot, --timeout, --device, --spawn, checked
     # NEW: torchrun's variables, where it started this process; else one process
     if "WORLD_SIZE" in os.environ:
         world_size = int(os.environ["WORLD_SIZE"])
     else:
         world_size = 1
-    if "RANK" in os.environ:  # FIXED: the global RANK (the text reads LOCAL_RANK first)
+    if "RANK" in os.environ:  # FIXED: the global RANK: LOCAL_RANK repeats on every machine
         rank = int(os.environ["RANK"])
     else:
         rank = 0
 
     # NEW: print once, not once per process
     if rank == 0:
-        runner.heading("9.3 Training with multiple GPUs")
+        runner.heading("9.3 Training with multiple GPUs")  # EXTRA: the section, named
         print("PyTorch version:", torch.__version__)
         print("CUDA available:", torch.cuda.is_available())
         print("Number of GPUs available:", torch.cuda.device_count())

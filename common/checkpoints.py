@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from common.runner import UserError, words
+from common.processes import leave_group
+from common.runner import UserError, say_error, words
 
 ROOT = Path(__file__).resolve().parent.parent  # the clone: the scripts and common/
 
@@ -136,10 +137,13 @@ def require_finite(state_dict: dict, path: str) -> None:
 
 @dataclass
 class Snapshot:
-    """a08's --snapshot: what a run needs to go on (the number of processes may change)."""
+    """a08's --snapshot: what a run needs to go on (the number of processes may change), and
+    what tells whether the script that resumes it still fits (older snapshots lack the
+    optimizer's name: they resume where the model fits)."""
     model: dict
     optimizer: dict
     epochs_completed: int
+    optimizer_class: str | None = None
 
     def save(self, path: str) -> None:
         require_finite(self.model, path)
@@ -150,34 +154,57 @@ class Snapshot:
     def load(cls, path: str) -> Snapshot:
         with explain_load_errors(path):
             content = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(content, dict) or set(content) != {f.name for f in fields(cls)}:
+        names = {f.name for f in fields(cls)}
+        if not isinstance(content, dict) or not names - {"optimizer_class"} <= set(content) \
+                or not set(content) <= names:
             raise UserError(f"{path}: not an a08 snapshot; move it away, or give another "
                             f"--snapshot")
         return cls(**content)
+
+    def misfit(self, model: torch.nn.Module, optimizer) -> str | None:
+        """What the script edited since this snapshot was written, or None where it fits."""
+        saved = {name: tuple(tensor.shape) for name, tensor in self.model.items()}
+        now = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+        if saved != now:
+            name = next(n for n in [*now, *saved] if saved.get(n) != now.get(n))
+            return (f"the model's {name} is {saved.get(name, 'missing')} in the snapshot, "
+                    f"{now.get(name, 'missing')} in this script")
+        if self.optimizer_class not in (None, type(optimizer).__name__):
+            return (f"it was written by torch.optim.{self.optimizer_class}, this script uses "
+                    f"torch.optim.{type(optimizer).__name__}")
+        return None
 
 
 def save_snapshot(path: str | None, model: torch.nn.Module, optimizer, epochs_completed: int,
                   rank: int) -> None:
     """At the end of an epoch: rank 0 saves --snapshot (without one: nothing)."""
     if path and rank == 0:
-        Snapshot(model.state_dict(), optimizer.state_dict(), epochs_completed).save(path)
+        Snapshot(model.state_dict(), optimizer.state_dict(), epochs_completed,
+                 type(optimizer).__name__).save(path)
 
 
 def resume(path: str | None, model: torch.nn.Module, optimizer, num_epochs: int,
            rank: int) -> int:
     """Before DDP(...): rank 0 reads --snapshot and hands it to every process (other machines
     need not see the file); the epochs it holds, 0 without one. The optimizer's state holds
-    the learning rate too: the one the snapshot's run used, which the run goes on with."""
+    the learning rate too: the one the snapshot's run used, which the run goes on with. A
+    file that cannot be resumed: rank 0's one line (before the others hear of it, so that no
+    launcher ends it first), then every process leaves the group and exits with 1."""
     snapshot = None
     if path and rank == 0 and os.path.exists(path):
         try:
             snapshot = Snapshot.load(path)
+            if misfit := snapshot.misfit(model, optimizer):
+                raise UserError(f"{path} does not fit this script ({misfit}): give another "
+                                f"--snapshot path, or delete {path} to start afresh")
         except UserError as err:
             snapshot = str(err)
+            say_error(snapshot)
     shared = [snapshot]
     dist.broadcast_object_list(shared, src=0)
     if isinstance(shared[0], str):
-        raise UserError(shared[0])
+        leave_group()
+        raise SystemExit(1)
     if shared[0] is None:
         return 0
     model.load_state_dict(shared[0].model)

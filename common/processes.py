@@ -4,7 +4,6 @@ and leaving the group cleanly."""
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import os
@@ -148,7 +147,15 @@ def report_summary(model: torch.nn.Module, loaders: tuple[DataLoader, ...],
 
 
 def free_before_leaving() -> None:
-    """After ``del model``: the DDP model collected before its group goes (else gloo may abort
-    at exit), and 50 ms without the GIL for gloo's thread (torch < 2.5 deadlocks, #56297)."""
-    gc.collect()
-    time.sleep(0.05)
+    """On torch before 2.5, 50 ms without the GIL for gloo's threads before the group goes:
+    else ``destroy_process_group`` may deadlock (pytorch#56297; seen on 2.2.2). Newer torch:
+    nothing to wait for."""
+    if torch.__version__ < "2.5":
+        time.sleep(0.05)
+
+
+def leave_group() -> None:
+    """What a08's last lines do, for a process that leaves early (or a test, or a notebook's
+    kernel, that runs main again)."""
+    free_before_leaving()
+    dist.destroy_process_group()

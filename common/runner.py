@@ -57,10 +57,14 @@ def in_process_group() -> bool:
     return dist.is_available() and dist.is_initialized()  # AMD's torch for Windows: no dist
 
 
+def say_error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+
+
 def fail(message: str, every_process: bool = False) -> None:
     """``error: message`` from rank 0 (or each), exit 1: at once within a process group."""
     if every_process or os.environ.get("RANK", "0") == "0" or not in_process_group():
-        print(f"error: {message}", file=sys.stderr)
+        say_error(message)
     if in_process_group():
         sys.stdout.flush()
         sys.stderr.flush()

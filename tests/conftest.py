@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ sys.path.insert(0, str(ROOT))  # the tests import the scripts and common/, as th
 sys.path.append(str(SHIMS))
 
 from answers import hide_accelerators  # noqa: E402
+
+from common import processes  # noqa: E402
 
 # Windows' rules, where the suite runs on Windows or simulates it (SIMULATE_WINDOWS=1, a step of
 # .ci/run: subprocess refuses preexec_fn, symbolic links need developer mode, no `ps`)
@@ -191,8 +194,8 @@ def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     finally:
         sys.argv, os._exit = old_argv, real_exit
-        if dist.is_initialized():  # left by a08's error: the next run makes its own
-            dist.destroy_process_group()
+        if dist.is_initialized():  # left by a08's error: leave it as a08 does
+            processes.leave_group()
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -242,10 +245,33 @@ def cpu_only_machine(request, monkeypatch):
     monkeypatch.setenv("MASTER_PORT", str(free_port()))  # a08 in-process: not the text's 12345
 
 
+# where a worker's hung test leaves every thread's stack, for the report (the workers inherit it)
+MADE_STACKS = "COMPANION_TEST_STACKS" not in os.environ
+STACKS = Path(os.environ.setdefault("COMPANION_TEST_STACKS", tempfile.mkdtemp(prefix="stacks-")))
+
+
+def pytest_unconfigure(config):
+    if MADE_STACKS:
+        shutil.rmtree(STACKS, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
 def no_test_hangs(request):
-    """A test still running after its limit ends the run with every thread's stack."""
-    faulthandler.dump_traceback_later(1200 if request.node.get_closest_marker("stress")
-                                      else 240, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
+    """A test still running after its limit ends its process, leaving every thread's stack."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(STACKS / f"{worker}.txt", "w") as stacks:
+        faulthandler.dump_traceback_later(1200 if request.node.get_closest_marker("stress")
+                                          else 240, exit=True, file=stacks)
+        yield
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_handlecrashitem(crashitem, report, sched):
+    """A test that hung (its worker ended by no_test_hangs) fails once, with its stack: xdist's
+    loadfile would give it to each new worker in turn, stalling the run."""
+    for unit in getattr(sched, "workqueue", {}).values():
+        if crashitem in unit:
+            unit[crashitem] = True
+    stacks = STACKS / f"{report.node.gateway.id}.txt"
+    if stacks.exists():
+        report.longrepr = f"{report.longrepr}\n{stacks.read_text()}"

@@ -24,6 +24,7 @@ from conftest import (
     posix_signals,
     process_table,
     run_main,
+    run_together,
     start,
 )
 
@@ -84,6 +85,74 @@ def test_a_snapshot_that_cannot_be_resumed_is_one_line(one_process, capsys):
         assert (code, err, epochs(out)) == (1, expected[name], [])
         assert (one_process / name).read_bytes() == before
     assert not (one_process / "CODE_RAN").exists()
+
+
+LEARNERS_EDITS = {  # what the text invites a learner to change, and what a08 then says
+    "wider": ("common/__init__.py", {"Linear(num_inputs, 30)": "Linear(num_inputs, 40)",
+                                     "Linear(30, 20)": "Linear(40, 20)"},
+              "the model's layers.0.weight is (30, 2) in the snapshot, (40, 2) in this script"),
+    "adam": ("a08_ddp_torchrun.py", {"torch.optim.SGD(": "torch.optim.Adam("},
+             "it was written by torch.optim.SGD, this script uses torch.optim.Adam"),
+}
+MISFITS = [("wider", "torchrun 2"), ("adam", "torchrun 2"), ("wider", "spawn 2"),
+           ("adam", "torchrun 1"), ("adam", "plain")]
+
+
+def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, capsys,
+                                                                  tmp_path_factory):
+    """A learner's copy of a08 (and common/), edited after the snapshot was written, run each
+    way at once: rank 0's one line, the other processes silent, exit 1, no epoch trained, the
+    snapshot untouched."""
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)[0] == 0
+    snapshot = (one_process / "s.pt").read_bytes()
+    commands, folders = {}, {}
+    for edit, launch in MISFITS:
+        folders[edit, launch] = folder = tmp_path_factory.mktemp(edit)
+        (folder / "s.pt").write_bytes(snapshot)
+        where, changes, _ = LEARNERS_EDITS[edit]
+        script = copy_of("a08_ddp_torchrun.py", folder, changes if where.startswith("a08")
+                         else {})
+        if where == "common/__init__.py":
+            copy_of(where, folder, changes)
+        how = {"torchrun 2": {"nproc": 2}, "torchrun 1": {"nproc": 1}}.get(launch, {})
+        commands[edit, launch] = a08_command("--snapshot", "s.pt", script=script, **how) + (
+            ["--spawn", "2"] if launch == "spawn 2" else [])
+    for (edit, launch), result in run_together(commands, folders.get).items():
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert errors == [f"error: s.pt does not fit this script ({LEARNERS_EDITS[edit][2]}): "
+                          f"give another --snapshot path, or delete s.pt to start afresh"], \
+            (edit, launch, result.stderr)
+        assert f'File "{result.cwd}' not in result.stderr  # no traceback of the scripts
+        assert (result.returncode, epochs(result.stdout)) == (1, []), (edit, launch)
+        assert (result.cwd / "s.pt").read_bytes() == snapshot
+
+
+def test_a_snapshot_from_before_it_named_its_optimizer_still_resumes(one_process, capsys,
+                                                                       tmp_path_factory):
+    one = a08_with_epochs(tmp_path_factory.mktemp("one"), 1)
+    assert run_main(str(one), ["--snapshot", "s.pt"], capsys)[0] == 0
+    older = torch.load("s.pt", weights_only=True)
+    del older["optimizer_class"]
+    torch.save(older, "s.pt")
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)
+    assert code == 0, err
+    assert epochs(out) == [2, 2, 3, 3]
+
+
+def test_a_refused_snapshot_leaves_no_process_group_behind(one_process, capsys):
+    """A notebook's kernel that met a refusal runs main() again (no group left to hang its
+    teardown, or to refuse the next init_process_group)."""
+    import importlib
+
+    import torch.distributed as dist
+
+    a08 = importlib.import_module("a08_ddp_torchrun")
+    torch.save(NeuralNetwork(2, 2).state_dict(), "other.pt")
+    with pytest.raises(SystemExit):
+        a08.main(0, 1, 3, snapshot="other.pt")
+    assert not dist.is_initialized()
+    a08.main(0, 1, 3)
+    assert epochs(capsys.readouterr().out) == [1, 1, 2, 2, 3, 3]
 
 
 def test_a_resume_goes_on_at_the_snapshots_learning_rate(one_process, tmp_path_factory,
