@@ -160,12 +160,12 @@ def batch_size_snippet(device: torch.device) -> None:
     heading("GPU guide: the batch-size snippet, corrected")
     torch.manual_seed(0)
     X = torch.randn(1000, 2)
-    dataset = TensorDataset(X, (X[:, 0] > X[:, 1]).long())  # FIXED: data the snippet lacks
+    dataset = TensorDataset(X, (X[:, 0] > X[:, 1]).long())  # EXTRA: data, which it lacks
     batch_size = 128
-    # FIXED: the article's DataLoader line is garbled
+    # EXTRA: a DataLoader, in place of the article's garbled line
     train_loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
-    model = NeuralNetwork(2, 2)  # FIXED: the article's `YourModel` is a placeholder
-    model = model.to(device)  # FIXED: the article never moves the model to the device
+    model = NeuralNetwork(2, 2)  # FIXED: the article's `YourModel()` is never defined
+    model = model.to(device)  # FIXED: unmoved, the model meets batches on the GPU
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     for features, labels in train_loader:
         features, labels = features.to(device), labels.to(device)
