@@ -37,8 +37,8 @@ def run(main: Callable[..., None], *args: object, **kwargs: object) -> None:
         # DistError, or gloo's RuntimeError, which names its source file
         if not isinstance(err, getattr(dist, "DistError", ())) and "/gloo/" not in str(err):
             raise
-        fail(f"process {os.environ.get('RANK', 0)}: {words(err)} (README: When things go "
-             f"wrong)", every_process=True)
+        entry = 'see TROUBLESHOOTING.md: "error: process N"'
+        fail(f"process {os.environ.get('RANK', 0)}: {words(err)} ({entry})", every_process=True)
     except BrokenPipeError:  # piped into `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

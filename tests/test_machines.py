@@ -360,7 +360,7 @@ def test_nccls_last_error_names_the_cause(capsys):
         "error: process 0: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
         "ProcessGroupNCCL.cpp:3356, unhandled system error (run with NCCL_DEBUG=INFO for "
         "details), NCCL version 2.21.5; last error: Error while creating shared memory segment "
-        "/dev/shm/nccl-vzIpS6 (size 9637888) (README: When things go wrong)\n")
+        "/dev/shm/nccl-vzIpS6 (size 9637888) (see TROUBLESHOOTING.md: \"error: process N\")\n")
 
 
 @fake_commands

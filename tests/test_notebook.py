@@ -1,7 +1,7 @@
-"""The README's notebook cells, each one line of code; (stress) run in a real Jupyter kernel as
-a local Jupyter or VS Code runs one from a virtual environment: the kernel's own Python, with no
-`python` on PATH. A bare `!python` fails there; the README's cells work. Needs ipykernel,
-nbclient and nbformat (.ci/run installs them); skips with the reason without them."""
+"""TROUBLESHOOTING.md's notebook cells, each one line of code; (stress) run in a real Jupyter
+kernel as a local Jupyter or VS Code runs one from a virtual environment: the kernel's own
+Python, with no `python` on PATH. A bare `!python` fails there; the entry's cells work. Needs
+ipykernel, nbclient and nbformat (.ci/run installs them); skips with the reason without them."""
 
 import re
 import shutil
@@ -9,20 +9,21 @@ import shutil
 import pytest
 
 from conftest import ROOT, clean_env
-from test_readme import readme
+from test_readme import troubleshooting
 
 
 def notebook_cells() -> list[str]:
-    """The README's cells: its inline code in the notebook paragraph that runs something
+    """The cells of TROUBLESHOOTING.md's notebook entry: its inline code that runs something
     (``%pip``, Python, or ``!``), in order."""
-    text = readme()
-    paragraph = text[text.index("**Notebooks and Colab.**"):]
+    text = troubleshooting()
+    paragraph = text[text.index("### DDP in a notebook cell"):]
+    paragraph = paragraph[paragraph.index("\n") + 1:]
     paragraph = paragraph[:paragraph.index("\n\n")]
     spans = re.findall(r"`([^`]+)`", paragraph)
     return [span for span in spans if span.startswith(("%pip", "!", "import ", "a05_"))]
 
 
-def test_the_readme_gives_cells_that_use_the_kernels_python():
+def test_the_notebook_entry_gives_cells_that_use_the_kernels_python():
     cells = notebook_cells()
     assert cells[0] == "%pip install -q ."
     assert cells[1] == "import sys"
@@ -33,7 +34,7 @@ def test_the_readme_gives_cells_that_use_the_kernels_python():
 
 
 @pytest.mark.stress
-def test_the_readmes_cells_run_in_a_kernel_without_python_on_path(tmp_path):
+def test_the_notebook_cells_run_in_a_kernel_without_python_on_path(tmp_path):
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")
     nbformat = pytest.importorskip("nbformat", reason="pip install nbformat")
     pytest.importorskip("ipykernel", reason="pip install ipykernel")

@@ -1,6 +1,6 @@
-"""The README's SLURM batch script, run as written under a real SLURM started on this machine:
-a controller and one compute node on localhost, CPU only. Skips, with the reason, where SLURM is
-not installed (Debian: apt-get install slurmctld slurmd slurm-client; .ci/run does)."""
+"""TROUBLESHOOTING.md's SLURM batch script, run as written under a real SLURM started on this
+machine: a controller and one compute node on localhost, CPU only. Skips, with the reason, where
+SLURM is not installed (Debian: apt-get install slurmctld slurmd slurm-client; .ci/run does)."""
 
 import os
 import platform
@@ -29,10 +29,11 @@ pytestmark = [
 
 
 def readme_sbatch_script() -> str:
-    """The README's bash block that is a SLURM batch script."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    """TROUBLESHOOTING.md's bash block that is a SLURM batch script."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "TROUBLESHOOTING.md").read_text(),
+                        flags=re.S)
     scripts = [block for block in blocks if block.startswith("#!/bin/bash\n#SBATCH")]
-    assert len(scripts) == 1, "the README should hold exactly one SLURM batch script"
+    assert len(scripts) == 1, "TROUBLESHOOTING.md should hold exactly one SLURM batch script"
     return scripts[0]
 
 
