@@ -14,6 +14,7 @@ from conftest import (
     clean_env,
     copy_of,
     loss_lines,
+    run,
     run_main,
     run_script,
     section,
@@ -111,6 +112,19 @@ def test_a04_workers_started_by_spawn_give_the_same_batches(runs, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout == runs("a04_dataloaders.py").stdout
     assert "Dataset\ndefined in a notebook cell fails there" in result.stdout
+
+
+@pytest.mark.stress
+def test_a08_with_a_learners_num_workers_runs_where_workers_are_spawned(runs, tmp_path):
+    """Section 6 invites num_workers > 0: in a08, whose code is under `if __name__ ==
+    "__main__":`, spawned workers (macOS, Windows) import it without starting anew
+    (TROUBLESHOOTING.md: the bootstrapping phase)."""
+    script = copy_of("a08_ddp_torchrun.py", tmp_path, {"        drop_last=True,\n":
+                                                       "        drop_last=True,\n"
+                                                       "        num_workers=2,\n"})
+    result = run([sys.executable, str(script)], tmp_path, clean_env("spawn_start"))
+    assert result.returncode == 0, result.stderr
+    assert loss_lines(result.stdout) == loss_lines(runs("a08_ddp_torchrun.py").stdout)
 
 
 @pytest.fixture(scope="module")

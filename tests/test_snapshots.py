@@ -117,7 +117,8 @@ def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, ca
         how = {"torchrun 2": {"nproc": 2}, "torchrun 1": {"nproc": 1}}.get(launch, {})
         commands[edit, launch] = a08_command("--snapshot", "s.pt", script=script, **how) + (
             ["--spawn", "2"] if launch == "spawn 2" else [])
-    for (edit, launch), result in run_together(commands, folders.get).items():
+    ports = {key: clean_env() | {"MASTER_PORT": str(free_port())} for key in commands}
+    for (edit, launch), result in run_together(commands, folders.get, ports.get).items():
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert errors == [f"error: s.pt does not fit this script ({LEARNERS_EDITS[edit][2]}): "
                           f"give another --snapshot path, or delete s.pt to start afresh"], \
