@@ -138,7 +138,7 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
     # EXTRA: rank 0 prints accuracy over all processes, every example counted once
     processes.report_summary(model, (train_loader, test_loader), device)
     del model  # EXTRA: DDP freed before its group goes, else gloo may abort at exit
-    processes.free_before_leaving()  # EXTRA: torch < 2.5 may hang leaving, unless it waits
+    processes.free_before_leaving()  # EXTRA: gloo's threads finish, else a hang or an abort
     destroy_process_group()  # NEW: leave the process group
 
 
