@@ -22,7 +22,7 @@ def quick_start_lines(shell: str = "bash") -> list[str]:
     """The Quick start's commands in ``shell`` as a user pastes them, in order, without the
     lines for one system's torch (bash, or PowerShell then the lines for every system)."""
     text = readme()
-    quick = text[text.index("## Quick start"):text.index("## Section by section")]
+    quick = text[text.index("## Quick start"):text.index("## What success looks like")]
     blocks = [(kind, [line for line in block.splitlines() if line.strip()])
               for kind, block in re.findall(r"```(bash|powershell)\n(.*?)```", quick, re.S)]
     blocks = [(kind, lines) for kind, lines in blocks
