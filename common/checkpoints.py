@@ -155,8 +155,8 @@ class Snapshot:
         with explain_load_errors(path):
             content = torch.load(path, map_location="cpu", weights_only=True)
         names = {f.name for f in fields(cls)}
-        if not isinstance(content, dict) or not names - {"optimizer_class"} <= set(content) \
-                or not set(content) <= names:
+        required = names - {"optimizer_class"}  # older snapshots lack it
+        if not isinstance(content, dict) or not required <= set(content) <= names:
             raise UserError(f"{path}: not an a08 snapshot; move it away, or give another "
                             f"--snapshot")
         return cls(**content)
