@@ -227,6 +227,7 @@ def group():
     processes.leave_group()
 
 
+@pytest.mark.real_devices
 def test_the_texts_nccl_fails_in_a_process_without_a_gpu():
     """A CPU build has no NCCL; a CUDA build's NCCL cannot carry a CPU process's tensors."""
     with pytest.raises((RuntimeError, ValueError), match=r"NCCL built in|device type cpu|no GPUs"):
@@ -238,6 +239,7 @@ def test_the_texts_nccl_fails_in_a_process_without_a_gpu():
             processes.leave_group()
 
 
+@pytest.mark.real_devices
 def test_the_texts_set_device_fails_for_a_process_without_a_gpu():
     with pytest.raises(NO_GPU):
         torch.cuda.set_device(GPUS)  # no CUDA here, or one process more than there are GPUs
@@ -267,6 +269,7 @@ def test_the_texts_data_leaves_a_fifth_process_no_batch():
         (correct / total_examples).item()
 
 
+@pytest.mark.real_devices
 def test_the_texts_to_rank_fails_for_a_process_without_a_gpu():
     """model.to(rank), the batches' .to(rank), compute_accuracy(..., device=rank)."""
     rank = GPUS  # no CUDA here (rank 0), or one process more than there are GPUs
