@@ -115,6 +115,14 @@ def test_every_entry_a_script_names_exists():
         troubleshooting()))] == []
 
 
+def sbatch_script() -> str:
+    """TROUBLESHOOTING.md's bash block that is a SLURM batch script."""
+    blocks = re.findall(r"```bash\n(.*?)```", troubleshooting(), flags=re.S)
+    scripts = [block for block in blocks if block.startswith("#!/bin/bash\n#SBATCH")]
+    assert len(scripts) == 1, "TROUBLESHOOTING.md should hold exactly one SLURM batch script"
+    return scripts[0]
+
+
 def test_the_readme_is_read_in_minutes():
     assert len(readme().split()) <= 1200
 
@@ -130,9 +138,7 @@ def test_the_sbatch_script_gives_each_machine_its_number_from_slurm(tmp_path):
     import os
     import subprocess
 
-    script = next(block for block in re.findall(r"```bash\n(.*?)```", troubleshooting(),
-                                                flags=re.S)
-                  if block.startswith("#!/bin/bash\n#SBATCH"))
+    script = sbatch_script()
     assert "rdzv" not in script
     fakes = tmp_path / "bin"
     fakes.mkdir()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, clean_env, free_port
+from test_readme import sbatch_script
 
 SLURM = ("slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "srun")
 pytestmark = [
@@ -26,15 +27,6 @@ pytestmark = [
     pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() != 0,
                        reason="a SLURM of its own runs its daemons as root"),
 ]
-
-
-def readme_sbatch_script() -> str:
-    """TROUBLESHOOTING.md's bash block that is a SLURM batch script."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "TROUBLESHOOTING.md").read_text(),
-                        flags=re.S)
-    scripts = [block for block in blocks if block.startswith("#!/bin/bash\n#SBATCH")]
-    assert len(scripts) == 1, "TROUBLESHOOTING.md should hold exactly one SLURM batch script"
-    return scripts[0]
 
 
 def write_config(folder: Path, node: str) -> Path:
@@ -111,7 +103,7 @@ def wait_for_end(env: dict, job: str, timeout: float = 300) -> str:
 def submit(env: dict, folder: Path, *a08_flags: str) -> str:
     """sbatch the README's script from ``folder``, on this one CPU-only machine: the command
     line overrides the script's --nodes=2, --gpus-per-node and --cpus-per-task."""
-    (folder / "a08.sbatch").write_text(readme_sbatch_script())
+    (folder / "a08.sbatch").write_text(sbatch_script())
     (folder / "a08_ddp_torchrun.py").symlink_to(ROOT / "a08_ddp_torchrun.py")
     result = subprocess.run(["sbatch", "--parsable", "--nodes=1", "--gpus-per-node=0",
                              f"--cpus-per-task={os.cpu_count() or 1}", "a08.sbatch", *a08_flags],

@@ -10,7 +10,9 @@ import time
 
 import pytest
 import torch
+import torch.distributed as dist
 
+import a08_ddp_torchrun as a08
 from common import NeuralNetwork
 from conftest import (
     CodeRunningPickle,
@@ -110,10 +112,8 @@ def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, ca
         folders[edit, launch] = folder = tmp_path_factory.mktemp(edit)
         (folder / "s.pt").write_bytes(snapshot)
         where, changes, _ = LEARNERS_EDITS[edit]
-        script = copy_of("a08_ddp_torchrun.py", folder, changes if where.startswith("a08")
-                         else {})
-        if where == "common/__init__.py":
-            copy_of(where, folder, changes)
+        script = copy_of("a08_ddp_torchrun.py", folder)
+        copy_of(where, folder, changes)  # the learner's edit, over the copy
         how = {"torchrun 2": {"nproc": 2}, "torchrun 1": {"nproc": 1}}.get(launch, {})
         commands[edit, launch] = a08_command("--snapshot", "s.pt", script=script, **how) + (
             ["--spawn", "2"] if launch == "spawn 2" else [])
@@ -143,11 +143,6 @@ def test_a_snapshot_from_before_it_named_its_optimizer_still_resumes(one_process
 def test_a_refused_snapshot_leaves_no_process_group_behind(one_process, capsys):
     """A notebook's kernel that met a refusal runs main() again (no group left to hang its
     teardown, or to refuse the next init_process_group)."""
-    import importlib
-
-    import torch.distributed as dist
-
-    a08 = importlib.import_module("a08_ddp_torchrun")
     torch.save(NeuralNetwork(2, 2).state_dict(), "other.pt")
     with pytest.raises(SystemExit):
         a08.main(0, 1, 3, snapshot="other.pt")
