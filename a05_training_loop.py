@@ -54,7 +54,7 @@ def main(plot=None):
     runner.heading("7 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader))
     print("Test accuracy:", compute_accuracy(model, test_loader))
-    plots.plot_boundary(model, plot)  # EXTRA: --plot PATH, the decision boundary (else nothing)
+    plots.plot_boundary(model, plot)  # EXTRA: with --plot PATH, a picture of what it learned
 
 
 def show_predictions(model):
@@ -75,5 +75,5 @@ def show_predictions(model):
 
 
 if __name__ == "__main__":
-    args = flags.a05(__doc__)  # EXTRA: --plot
+    args = flags.a05(__doc__)  # EXTRA: our options (--plot)
     runner.run(main, args.plot)

@@ -32,11 +32,12 @@ def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gp
     train_loader, test_loader = toy_loaders()  # section 6's loaders
     torch.manual_seed(123)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW
-    if device.type == "cpu":  # EXTRA: both of the text's forms, CUDA's first
-        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")  # NEW: Macs
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW: a GPU
+    if device.type == "cpu":  # EXTRA: no CUDA GPU: the text's line for Macs, next
+        # NEW: Apple's GPU, on a Mac that has one
+        device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
     device = chosen or device  # EXTRA: --device, where given, overrides the choice above
-    model = model.to(device)  # NEW
+    model = model.to(device)  # NEW: the model to the device
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
 
     num_epochs = 3
@@ -45,7 +46,7 @@ def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gp
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
 
-            features, labels = features.to(device), labels.to(device)  # NEW
+            features, labels = features.to(device), labels.to(device)  # NEW: each batch too
             logits = model(features)
 
             loss = F.cross_entropy(logits, labels)  # Loss function
@@ -80,12 +81,12 @@ def section_9_1_tensors_on_device(device):
         print(f"On {device.type}:", tensor_1 + tensor_2)
         try:
             print(tensor_1 + tensor_2.to("cpu"))
-        except RuntimeError as err:  # EXTRA: shown, not raised
+        except RuntimeError as err:  # EXTRA: the error printed, and the script goes on
             print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
 
 
 
-def exercise_a4(sizes):  # EXTRA: --benchmark
+def exercise_a4(sizes):  # EXTRA: Exercise A.4, with --benchmark
     """The solution's own case, a table of sizes, and where the accelerator starts to win."""
     runner.heading("9.1 Exercise A.4: when does the accelerator win?")
     found = devices.accelerator()
@@ -115,5 +116,5 @@ def exercise_a4(sizes):  # EXTRA: --benchmark
           f"The {name} did not win at any size measured.")
 
 if __name__ == "__main__":
-    args = flags.a07(__doc__)  # EXTRA: --device, --benchmark, --sizes, --gpu-guides
+    args = flags.a07(__doc__)  # EXTRA: our options: --device, --benchmark, --gpu-guides, ...
     runner.run(main, args.device, args.benchmark, args.sizes, args.gpu_guides)

@@ -5,16 +5,16 @@ Section 9.2's loop with 9.3's changes (NEW): a process group, DistributedSampler
 Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchrun.py --spawn 2)
 """
 
-import os  # NEW
-import platform  # NEW
-from datetime import timedelta  # EXTRA: --timeout
+import os  # NEW: to read torchrun's variables
+import platform  # NEW: to tell Windows apart
+from datetime import timedelta  # EXTRA: how long a process waits for the others
 
 import torch
 import torch.nn.functional as F
-from torch.distributed import destroy_process_group, init_process_group  # NEW
-from torch.nn.parallel import DistributedDataParallel as DDP  # NEW
+from torch.distributed import destroy_process_group, init_process_group  # NEW: the group
+from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model's wrapper
 from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler  # NEW
+from torch.utils.data.distributed import DistributedSampler  # NEW: splits the data
 
 from common import (
     NeuralNetwork,
@@ -30,7 +30,7 @@ from common import (
 
 
 # NEW: every process joins one process group, through which the processes communicate
-def ddp_setup(rank, world_size, timeout=120, device="auto"):
+def ddp_setup(rank, world_size, timeout=120, device="auto"):  # EXTRA: our settings' defaults
     """
     rank: this process's number, from 0
     world_size: how many processes there are in all
@@ -47,15 +47,16 @@ def ddp_setup(rank, world_size, timeout=120, device="auto"):
     # so gloo on CPUs (a laptop, a Mac, Windows, more processes than GPUs)
     backend = "nccl" if devices.gpu_of_its_own(device) else "gloo"
     init_process_group(backend=backend, rank=rank, world_size=world_size,
-                       timeout=timedelta(seconds=timeout),  # EXTRA: --timeout
-                       store=processes.store_for_torchrun_restarts(timeout))  # EXTRA: restarts
+                       timeout=timedelta(seconds=timeout),  # EXTRA: how long to wait for them
+                       # EXTRA: where torchrun restarts a failed process, a store it can use
+                       store=processes.store_for_torchrun_restarts(timeout))
 
     if backend == "nccl":  # FIXED: set_device fails without CUDA; the text calls it always
-        # FIXED: rank is the global RANK here (see __main__): this machine's GPU is LOCAL_RANK
+        # EXTRA: this machine's GPU is LOCAL_RANK, as rank here is the global RANK (__main__)
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
 
 
-def prepare_dataset():
+def prepare_dataset():  # NEW: section 6's data and loaders, in a function
     X_train, y_train, X_test, y_test = toy_data()
 
     # The text's remedy for up to 8 GPUs, as five lines to uncomment:
@@ -64,8 +65,9 @@ def prepare_dataset():
     # y_train = y_train.repeat(factor)
     # X_test = torch.cat([X_test + torch.randn_like(X_test) * 0.1 for _ in range(factor)])
     # y_test = y_test.repeat(factor)
-    # FIXED: instead, with 5 or more processes (where one would get no batch and accuracy
-    # divides by zero), noisy copies of the training examples, and a note that says so
+    # FIXED: with 5 or more processes every process gets one example, so none has a batch
+    # (drop_last) and the text's accuracy divides by zero; instead, noisy copies of the
+    # training examples where needed, and a note that says so
     X_train, y_train = processes.enough_for_every_process(X_train, y_train, batch_size=2)
 
     train_ds = ToyDataset(X_train, y_train)
@@ -75,7 +77,7 @@ def prepare_dataset():
         dataset=train_ds,
         batch_size=2,
         shuffle=False,  # NEW: False because of DistributedSampler below
-        # EXTRA: the text's True only for GPUs: pinning speeds copies to one; CPUs just warn
+        # NEW: pinned memory; EXTRA: only for GPUs, as pinning speeds copies to one (CPUs warn)
         pin_memory=torch.distributed.get_backend() == "nccl",
         drop_last=True,
         # NEW: each process gets its own slice of the examples, no two the same
@@ -90,27 +92,34 @@ def prepare_dataset():
 
 
 # NEW: everything one process does, from joining the group to leaving it
-def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):  # EXTRA: flags
-    ddp_setup(rank, world_size, timeout=timeout, device=device)  # EXTRA: --timeout, --device
+# EXTRA: our settings (snapshot=, timeout=, device=) have defaults: the text's call still runs
+def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):
+    # NEW: join the process group; EXTRA: with our settings
+    ddp_setup(rank, world_size, timeout=timeout, device=device)
 
-    train_loader, test_loader = prepare_dataset()
+    train_loader, test_loader = prepare_dataset()  # NEW: the loaders, from prepare_dataset
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     # EXTRA: where the lines marked "not rank" move to: ddp_setup's GPU, or the CPU
     device = torch.device("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
     kind = "GPU" if device.type == "cuda" else "CPU"  # EXTRA: [CPU0] says where it trains
-    model = model.to(device)  # FIXED: not .to(rank), which needs a GPU numbered rank
+    # NEW: .to(rank); FIXED: not rank, a GPU's number, which a CPU process has none of
+    model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    first_epoch = checkpoints.resume(snapshot, model, optimizer, num_epochs, rank)  # EXTRA
-    model = DDP(model)  # FIXED: device_ids=[rank] is refused on CPUs; DDP finds the device
+    # EXTRA: with --snapshot, the model and optimizer saved there, and the epoch to go on from
+    first_epoch = checkpoints.resume(snapshot, model, optimizer, num_epochs, rank)
+    # NEW: DDP averages the processes' gradients; FIXED: no device_ids=[rank], which a model
+    # on the CPU refuses: DDP finds the model's device itself
+    model = DDP(model)
     # the model itself is now model.module
 
-    for epoch in range(first_epoch, num_epochs):  # EXTRA: from --snapshot's epoch (else 0)
+    for epoch in range(first_epoch, num_epochs):  # EXTRA: from the snapshot's epoch, or 0
         train_loader.sampler.set_epoch(epoch)  # NEW: a different shuffle in every epoch
 
         model.train()
         for features, labels in train_loader:  # NEW: no batch index
 
-            features, labels = features.to(device), labels.to(device)  # FIXED: not .to(rank)
+            # NEW: .to(rank); FIXED: not rank, a GPU's number: the device, as the model's
+            features, labels = features.to(device), labels.to(device)
             logits = model(features)
 
             loss = F.cross_entropy(logits, labels)  # Loss function
@@ -120,20 +129,24 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
             optimizer.step()
 
             ### LOGGING
-            print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"  # NEW: [GPU{rank}]
+            # NEW: [GPU{rank}] before the line, and the batch's size (not its index)
+            print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"
                   f" | Batchsize {labels.shape[0]:03d}"
                   f" | Train/Val Loss: {loss:.2f}")
 
         model.eval()
         # Optional model evaluation
-        checkpoints.save_snapshot(snapshot, model.module, optimizer, epoch + 1, rank)  # EXTRA
+        # EXTRA: with --snapshot, rank 0 saves the model, the optimizer and the epoch
+        checkpoints.save_snapshot(snapshot, model.module, optimizer, epoch + 1, rank)
 
-    # (the text's try/except ZeroDivisionError: no process here lacks a batch, see
-    # prepare_dataset)
-    train_acc = compute_accuracy(model, train_loader, device=device)  # FIXED: not rank
-    print(f"[{kind}{rank}] Training accuracy", train_acc)
-    test_acc = compute_accuracy(model, test_loader, device=device)  # FIXED: not rank
-    print(f"[{kind}{rank}] Test accuracy", test_acc)
+    # (the text's try/except ZeroDivisionError is not needed: every process here has a batch,
+    # see prepare_dataset)
+    # NEW: device=rank; FIXED: not rank: the device
+    train_acc = compute_accuracy(model, train_loader, device=device)
+    print(f"[{kind}{rank}] Training accuracy", train_acc)  # NEW: [GPU{rank}] first
+    # NEW: device=rank; FIXED: not rank: the device
+    test_acc = compute_accuracy(model, test_loader, device=device)
+    print(f"[{kind}{rank}] Test accuracy", test_acc)  # NEW: [GPU{rank}] first
 
     # EXTRA: rank 0 prints accuracy over all processes, every example counted once
     processes.report_summary(model, (train_loader, test_loader), device)
@@ -143,7 +156,9 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
 
 
 if __name__ == "__main__":
-    args = flags.a08(__doc__)  # EXTRA: --snapshot, --timeout, --device, --spawn, checked
+    # EXTRA: our command-line options (--snapshot, --spawn, ...), checked before any process
+    # waits for another
+    args = flags.a08(__doc__)
     # NEW: torchrun's variables, where it started this process; else one process
     if "WORLD_SIZE" in os.environ:
         world_size = int(os.environ["WORLD_SIZE"])
@@ -156,14 +171,15 @@ if __name__ == "__main__":
 
     # NEW: print once, not once per process
     if rank == 0:
-        runner.heading("9.3 Training with multiple GPUs")  # EXTRA: the section, named
+        runner.heading("9.3 Training with multiple GPUs")  # EXTRA: a heading to find it by
         print("PyTorch version:", torch.__version__)
         print("CUDA available:", torch.cuda.is_available())
         print("Number of GPUs available:", torch.cuda.device_count())
 
     torch.manual_seed(123)
     num_epochs = 3
-    # EXTRA: our flags reach main as keywords; --spawn N processes, as the book's DDP-script.py
+    # EXTRA: our options reach main as keywords; --spawn N starts N processes itself, as the
+    # book's DDP-script.py does
     settings = dict(snapshot=args.snapshot, timeout=args.timeout, device=args.device)
     if args.spawn:
         processes.spawn(main, args.spawn, num_epochs, **settings)

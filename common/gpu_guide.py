@@ -1,6 +1,7 @@
 """The GPU guide that came with the tutorial, runnable (a07 --gpu-guides, on a07's device; its
-tensor cores: a07 --benchmark): first its models, what was broken as published fixed (FIXED, and
-why); then its parts, each under a heading, saying in one line what cannot run there."""
+tensor cores: a07 --benchmark): first its models, where the published code fails or computes
+something wrong fixed (FIXED, and why), what we added marked EXTRA; then its parts, each under a
+heading, saying in one line what cannot run there."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ class ConvNet(nn.Module):
             nn.Conv2d(32, 64, kernel_size=3, padding=1),
             nn.ReLU(),
             nn.MaxPool2d(2),
-            # FIXED: Linear(64 * 7 * 7, ...) fits only 28 x 28 images; pooled to 7 x 7, any fits
-            # (on MPS, multiples of 28: pytorch/pytorch#96056)
+            # FIXED: Linear(64 * 7 * 7, ...) fits only 28 to 31 pixels, and CIFAR-10's 32 x 32
+            # fails; pooled to 7 x 7, any size fits (on MPS, multiples of 28: pytorch#96056)
             nn.AdaptiveAvgPool2d((7, 7)),
         )
         self.classifier = nn.Sequential(
@@ -49,7 +50,8 @@ class RNNClassifier(nn.Module):
     def __init__(self, vocab_size, embedding_dim, hidden_dim, num_classes):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
-        # FIXED: nn.RNN reads (sequence, batch) by default; the data is (batch, sequence)
+        # FIXED: nn.RNN reads (sequence, batch) by default: a DataLoader's (batch, sequence)
+        # ids gave one output per position, not per sequence
         self.rnn = nn.RNN(embedding_dim, hidden_dim, batch_first=True)
         self.fc = nn.Linear(hidden_dim, num_classes)
 
@@ -70,20 +72,17 @@ class LSTMGenerator(nn.Module):
         self.lstm = nn.LSTM(embedding_dim, hidden_dim, num_layers, batch_first=True)
         self.fc = nn.Linear(hidden_dim, vocab_size)
 
-    def init_states(self, batch_size, device):
-        # FIXED: the article's forward needs h0 and c0 but never builds them
-        shape = (self.num_layers, batch_size, self.hidden_dim)
-        return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
-
-    def forward(self, x, states=None):
-        # the article's interface: the next token's logits, and the states to continue from
-        h0, c0 = states if states is not None else self.init_states(x.shape[0], x.device)
+    def forward(self, x, h0=None, c0=None):
+        if h0 is None:  # EXTRA: zero states where the caller passes none, to start a sequence
+            shape = (self.num_layers, x.shape[0], self.hidden_dim)
+            h0, c0 = torch.zeros(shape, device=x.device), torch.zeros(shape, device=x.device)
         out, (hn, cn) = self.lstm(self.embedding(x), (h0, c0))
+        # the next token's logits, and the states to continue from
         return self.fc(out[:, -1, :]), (hn, cn)
 
 
 class PositionalEncoding(nn.Module):
-    """FIXED: used by the article but never defined: the sinusoidal encoding, for embeddings."""
+    """FIXED: used by the article but never defined (NameError): the sinusoidal encoding."""
 
     def __init__(self, d_model, max_len=512):
         super().__init__()
@@ -104,15 +103,20 @@ class TransformerLM(nn.Module):
     def __init__(self, vocab_size, d_model, nhead, num_layers, seq_len):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
-        # FIXED: the positions are added to the embeddings, not to the token ids
+        # EXTRA: ours adds the positions to the embeddings it is given (the article's call
+        # passes the token ids to a PositionalEncoding it never defines)
         self.pos_encoder = PositionalEncoding(d_model, max_len=seq_len)
-        # FIXED: batch-first layers; the article's nn.Transformer is sequence-first, with a decoder
+        # FIXED: batch_first: the article's sequence-first nn.Transformer, given a DataLoader's
+        # (batch, sequence) ids, attends across the batch: one sequence changes another's output
         layer = nn.TransformerEncoderLayer(d_model, nhead, batch_first=True)
+        # EXTRA: one stack of layers over the tokens so far, where the article has an encoder
+        # and a decoder: a language model's input is its target, shifted by one
         self.transformer = nn.TransformerEncoder(layer, num_layers)
         self.fc = nn.Linear(d_model, vocab_size)
 
     def forward(self, x):
-        # FIXED: a causal mask, so that position t never sees the tokens it must predict
+        # FIXED: a causal mask: without the article's missing tgt_mask, position t sees the
+        # tokens after t, the ones it must predict
         mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device)
         hidden = self.transformer(self.pos_encoder(self.embedding(x)), mask=mask, is_causal=True)
         return self.fc(hidden)  # logits for every position: (batch, sequence, vocab)
@@ -164,7 +168,7 @@ def batch_size_snippet(device: torch.device) -> None:
     batch_size = 128
     # EXTRA: a DataLoader, in place of the article's garbled line
     train_loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
-    model = NeuralNetwork(2, 2)  # FIXED: the article's `YourModel()` is never defined
+    model = NeuralNetwork(2, 2)  # EXTRA: a model, for the article's placeholder YourModel()
     model = model.to(device)  # FIXED: unmoved, the model meets batches on the GPU
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     for features, labels in train_loader:

@@ -1,6 +1,7 @@
 """The GPU how-to that came with the tutorial, runnable (a07 --gpu-guides): checking for GPUs,
-devices, moving tensors, DataParallel; what was broken as published is fixed (FIXED, and why),
-and what needs CUDA says so in one line."""
+devices, moving tensors, DataParallel. Its published code for the checks was lost and its moving
+lines are garbled (an assignment with nothing after `=`): each is written out here as its prose
+describes it; what needs CUDA says so in one line."""
 
 import torch
 import torch.nn as nn

@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 
+import the_text
 from common import gpu_guide, gpu_howto, measure
 from common.gpu_guide import (
     LSTMGenerator,
@@ -14,9 +15,7 @@ from common.gpu_guide import (
     memory_and_checkpointing,
     mixed_precision,
 )
-from conftest import (
-    section,
-)
+from conftest import section
 
 HEADINGS = ["GPU how-to and GPU guide: device basics",
             "GPU how-to: DataParallel and DistributedDataParallel",
@@ -119,11 +118,23 @@ def test_lstm_builds_its_own_initial_states_and_returns_them_for_the_next_step()
     tokens = torch.randint(0, 50, (4, 7))
     logits, (hn, cn) = model(tokens)
     assert logits.shape == (4, 50) and hn.shape == cn.shape == (2, 4, 16)
-    states = None
+    h, c = None, None
     with torch.no_grad():
         for step in range(7):
-            stepwise, states = model(tokens[:, step:step + 1], states)
+            stepwise, (h, c) = model(tokens[:, step:step + 1], h, c)
     assert torch.allclose(stepwise, logits, atol=1e-6)
+
+
+def test_the_lstms_default_states_are_the_zeros_the_articles_caller_passes():
+    """EXTRA, not FIXED: the article's forward(x, h0, c0) runs with zero states; ours makes
+    them where none are given, and computes what the article's model computes with them."""
+    torch.manual_seed(0)
+    ours = LSTMGenerator(50, 8, 16, 2).eval()
+    article = the_text.LSTMGenerator(50, 8, 16, 2).eval()
+    article.load_state_dict(ours.state_dict())
+    tokens, zeros = torch.randint(0, 50, (4, 7)), torch.zeros(2, 4, 16)
+    with torch.no_grad():
+        assert torch.equal(ours(tokens)[0], article(tokens, zeros, zeros)[0])
 
 
 def test_transformer_causal_mask_hides_later_tokens():

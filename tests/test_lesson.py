@@ -1,21 +1,26 @@
 """The scripts beside the text: its lines in its order, nothing of ours in its batch loop, and
 every marker true. A `# FIXED:` line names, in FIXED_PROOFS, the test that runs the text's own
-line where it fails (this machine, or the GPU machine of .ci/gpu-check) and shows the failure;
-a `# NEW:` line is one the text itself adds in that section (NEW_LINES)."""
+code (tests/the_text.py) where it fails and asserts the failure, with our line as its control;
+a `# NEW:` line is one the text itself changes in that section (NEW_LINES)."""
 
+import functools
+import os
+import platform
 import re
+import subprocess
 import sys
-from types import SimpleNamespace
+import textwrap
 
 import pytest
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler
 
-from common import NeuralNetwork, ToyDataset, compute_accuracy, gpu_guide, processes, toy_data
-from conftest import ROOT, copy_of, free_port, run_together
+import a08_ddp_torchrun as a08
+import the_text
+from common import NeuralNetwork, ToyDataset, compute_accuracy, gpu_guide, processes
+from conftest import ROOT, clean_env, copy_of, free_port, run_together
 
 TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
     "from torch.distributed import destroy_process_group, init_process_group",
@@ -65,6 +70,10 @@ TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
     "num_epochs = 3",
     "main, rank, world_size, num_epochs",
 ]
+
+
+MARKED_FILES = [*sorted(ROOT.glob("a0*.py")), ROOT / "common" / "gpu_guide.py",
+                ROOT / "common" / "gpu_howto.py"]
 
 
 def in_order(source: str, lines: list[str]) -> list[str]:
@@ -129,21 +138,35 @@ def test_the_loops_differ_only_by_their_sections_marked_lines():
     """`diff a05 a07` shows 9.2's line in the loop, `diff a07 a08` 9.3's: each other line is
     the same, comments included."""
     a05 = loop("a05_training_loop.py")
-    assert [line for line in loop("a07_gpu_single.py") if not line.endswith("  # NEW")] == a05
-    assert [line for line in loop("a08_ddp_torchrun.py") if not MARKER.search(line)
-            and line not in a05] == ['                  f" | Batchsize {labels.shape[0]:03d}"']
+    assert unmarked(loop("a07_gpu_single.py")) == a05
+    assert [line for line in unmarked(loop("a08_ddp_torchrun.py")) if line not in a05] == \
+        ['                  f" | Batchsize {labels.shape[0]:03d}"']
 
 
-MARKER = re.compile(r"#\s*(NEW|EXTRA|NOTEBOOK|FIXED):")
+def unmarked(lines: list[str]) -> list[str]:
+    """The lines that carry no marker, nor stand under a comment line that carries one."""
+    kept, under_a_marker = [], False
+    for line in lines:
+        if not under_a_marker and not MARKER.search(line):
+            kept.append(line)
+        under_a_marker = line.strip().startswith("#") and bool(MARKER.search(line))
+    return kept
 
 
-def test_one_marker_per_comment():
-    for script in sorted(ROOT.glob("a0*.py")):
-        for number, line in enumerate(script.read_text().splitlines(), start=1):
-            comment = line.split("#", 1)[1] if "#" in line else ""
-            assert len(MARKER.findall("#" + comment)) <= 1, f"{script.name}:{number}"
+MARKER = re.compile(r"#.*\b(NEW|EXTRA|FIXED)\b")
 
 
+def test_every_marker_says_what_for_and_new_comes_first():
+    """One comment may carry two markers (`# NEW: ...; FIXED: ...`): each once, each followed
+    by words, NEW first, so that a search for NEW finds every change the section makes."""
+    for path in MARKED_FILES:
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            comment = line.partition("#")[2]
+            found = re.findall(r"\b(NEW|EXTRA|FIXED)\b", comment)
+            where = f"{path.name}:{number}: {line.strip()}"
+            assert len(found) == len(set(found)), where
+            assert "NEW" not in found or found[0] == "NEW", where
+            assert not re.search(r"\b(NEW|EXTRA|FIXED)\b(?!: \S)", comment), where
 
 
 # The text's own lines for what a script marks NEW (9.2 in a07, 9.3 in a08): any other NEW
@@ -158,10 +181,15 @@ NEW_LINES = {
         "from torch.distributed import destroy_process_group, init_process_group",
         "from torch.nn.parallel import DistributedDataParallel as DDP",
         "from torch.utils.data.distributed import DistributedSampler",
-        "def ddp_setup(rank, world_size", "shuffle=False,",
-        "sampler=DistributedSampler(train_ds),", "def main(rank, world_size, num_epochs",
-        "train_loader.sampler.set_epoch(epoch)", "for features, labels in train_loader:",
+        "def ddp_setup(rank, world_size", "def prepare_dataset():", "shuffle=False,",
+        "pin_memory=", "sampler=DistributedSampler(train_ds),",
+        "def main(rank, world_size, num_epochs", "ddp_setup(rank, world_size",
+        "train_loader, test_loader = prepare_dataset()", "model = model.to(",
+        "model = DDP(model", "train_loader.sampler.set_epoch(epoch)",
+        "for features, labels in train_loader:", "features, labels = features.to(",
         'print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"',
+        "train_acc = compute_accuracy(", 'print(f"[{kind}{rank}] Training accuracy"',
+        "test_acc = compute_accuracy(", 'print(f"[{kind}{rank}] Test accuracy"',
         "destroy_process_group()", 'if "WORLD_SIZE" in os.environ:', "if rank == 0:"],
 }
 
@@ -184,38 +212,57 @@ def test_new_marks_only_the_texts_own_changes(script):
 
 
 GPUS = torch.cuda.device_count()  # asked before the tests hide the machine's GPUs
-NO_GPU = (AssertionError, AttributeError, RuntimeError)  # by torch's version and build
 needs_a_gpu = pytest.mark.skipif(GPUS == 0, reason="needs a CUDA GPU")
-FIXED_PROOFS = {  # the start of a FIXED comment -> the test that shows the text's line failing
-    "the text asks for NCCL everywhere": "test_the_texts_nccl_fails_in_a_process_without_a_gpu",
-    "set_device fails without CUDA": "test_the_texts_set_device_fails_for_a_process_without_a_gpu",
-    "rank is the global RANK here": "test_the_texts_set_device_of_a_global_rank_fails_on_machine_2",
-    "instead, with 5 or more processes": "test_the_texts_data_leaves_a_fifth_process_no_batch",
-    "not .to(rank)": "test_the_texts_to_rank_fails_for_a_process_without_a_gpu",
-    "not rank": "test_the_texts_to_rank_fails_for_a_process_without_a_gpu",
-    "device_ids=[rank] is refused": "test_the_texts_device_ids_are_refused_for_a_model_on_cpus",
-    "the global RANK": "test_the_texts_local_rank_gives_two_machines_a_rank_0_each",
-    "Linear(64 * 7 * 7": "test_the_guides_convnet_fits_only_28_by_28_images",
-    "nn.RNN reads (sequence, batch)": "test_the_guides_rnn_reads_the_batch_as_the_sequence",
-    "the article's forward needs h0": "test_the_guides_own_lines_name_what_it_never_defines",
-    "used by the article but never": "test_the_guides_own_lines_name_what_it_never_defines",
-    "the article's `YourModel()`": "test_the_guides_own_lines_name_what_it_never_defines",
-    "the positions are added": "test_the_guides_positions_cannot_be_added_to_token_ids",
-    "batch-first layers": "test_the_guides_sequence_first_transformer_wants_a_decoder_input",
-    "a causal mask": "test_the_guides_unmasked_layers_let_a_position_see_later_tokens",
-    "unmoved, the model": "test_the_guides_unmoved_model_fails_on_the_gpus_batches",
+FIXED_PROOFS = {  # the start of a FIXED comment -> the test that runs the text's code failing
+    "the text asks for NCCL": "test_the_texts_ddp_setup_fails_in_a_process_without_a_gpu",
+    "set_device fails without CUDA": "test_the_texts_set_device_fails_in_a_process_without_a_gpu",
+    "with 5 or more processes": "test_the_texts_five_processes_have_no_batch_and_divide_by_zero",
+    "not rank": "test_the_texts_to_rank_fails_in_a_process_without_a_gpu",
+    "no device_ids=[rank]": "test_the_texts_device_ids_are_refused_for_a_model_on_cpus",
+    "the global RANK": "test_the_texts_rank_is_0_for_the_first_process_of_every_machine",
+    "Linear(64 * 7 * 7": "test_the_articles_convnet_fails_on_cifar_10s_32_by_32_images",
+    "nn.RNN reads (sequence, batch)": "test_the_articles_rnn_gives_one_output_per_position",
+    "used by the article but never": "test_the_articles_transformer_names_an_undefined_class",
+    "batch_first: the article's": "test_the_articles_transformer_mixes_the_sequences_of_a_batch",
+    "a causal mask": "test_the_articles_transformer_lets_a_position_see_later_tokens",
+    "unmoved, the model": "test_the_articles_unmoved_model_fails_on_the_gpus_batches",
 }
-MARKED_FILES = [*sorted(ROOT.glob("a0*.py")), ROOT / "common" / "gpu_guide.py",
-                ROOT / "common" / "gpu_howto.py"]
-
-
-def test_every_fixed_line_names_the_test_that_shows_the_text_failing():
+def test_every_fixed_line_names_the_test_that_runs_the_text_failing():
+    """The proofs are below: each builds the text's code from tests/the_text.py (or its
+    statement, written out), asserts the failure by type and message, and runs our line too."""
     comments = [(path.name, line.split("FIXED: ", 1)[1]) for path in MARKED_FILES
                 for line in path.read_text().splitlines() if "FIXED: " in line]
     unproven = [c for c in comments if not any(c[1].startswith(k) for k in FIXED_PROOFS)]
     assert unproven == []
     assert [name for name in FIXED_PROOFS.values() if name not in globals()] == []
     assert {k for k in FIXED_PROOFS if not any(c.startswith(k) for _, c in comments)} == set()
+
+
+def in_a_process_without_a_gpu(test):
+    """A laptop's, a Mac's, a CPU-only node's, or a process beyond a machine's GPUs: this
+    process where the machine has no GPU; else the test again, in a Python that sees none
+    (CUDA, once started here, keeps the devices it found)."""
+    @functools.wraps(test)
+    def run_there(*args, **kwargs):
+        if GPUS == 0:
+            return test(*args, **kwargs)
+        env = clean_env() | {"PYTHONPATH": str(ROOT / "tests")}
+        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p",
+                                 "no:cacheprovider", "-q", f"{__file__}::{test.__name__}"],
+                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout[-3000:]
+    return run_there
+
+
+def without_a_gpu():
+    """What touching a GPU raises where there is none: (type, message) by torch's build, or by
+    its version, where an integer device names the accelerator, not CUDA."""
+    if torch.version.cuda is None:
+        return ((AssertionError, RuntimeError),
+                "Torch not compiled with CUDA enabled|Cannot access accelerator device when "
+                "none is available")
+    return RuntimeError, ("No CUDA GPUs are available|Found no NVIDIA driver|Cannot access "
+                          "accelerator device when none is available")
 
 
 @pytest.fixture
@@ -227,70 +274,118 @@ def group():
     processes.leave_group()
 
 
-@pytest.mark.real_devices
-def test_the_texts_nccl_fails_in_a_process_without_a_gpu():
-    """A CPU build has no NCCL; a CUDA build's NCCL cannot carry a CPU process's tensors."""
-    with pytest.raises((RuntimeError, ValueError), match=r"NCCL built in|device type cpu|no GPUs"):
-        dist.init_process_group(backend="nccl", init_method=f"tcp://127.0.0.1:{free_port()}",
-                                rank=0, world_size=1)
-        try:
-            dist.all_reduce(torch.zeros(1))
-        finally:
+def leaves_its_group(setup, *args):
+    """``setup(*args)`` (a ddp_setup), and the group it made gone, whatever it raised."""
+    try:
+        setup(*args)
+    finally:
+        if dist.is_initialized():
             processes.leave_group()
 
 
-@pytest.mark.real_devices
-def test_the_texts_set_device_fails_for_a_process_without_a_gpu():
-    with pytest.raises(NO_GPU):
-        torch.cuda.set_device(GPUS)  # no CUDA here, or one process more than there are GPUs
+@in_a_process_without_a_gpu
+def test_the_texts_ddp_setup_fails_in_a_process_without_a_gpu(monkeypatch):
+    """The text's ddp_setup on Linux or macOS: NCCL, which a build without CUDA lacks and a CUDA
+    build refuses without a GPU; a08's takes gloo there."""
+    if dist.is_nccl_available():
+        expected = ValueError, "ProcessGroupNCCL is only supported with GPUs, no GPUs found"
+    else:
+        expected = RuntimeError, "Distributed package doesn't have NCCL built in"
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    with pytest.raises(expected[0], match=expected[1]):
+        leaves_its_group(the_text.ddp_setup, 0, 1)
+    leaves_its_group(a08.ddp_setup, 0, 1)  # the control: ours joins, with gloo
 
 
-@pytest.mark.gpu
-@needs_a_gpu
-def test_the_texts_set_device_of_a_global_rank_fails_on_machine_2():
-    """Two machines of GPUS GPUs: the first process of the second has the global rank GPUS."""
-    with pytest.raises(RuntimeError, match="invalid device ordinal"):
-        torch.cuda.set_device(torch.cuda.device_count())
-        torch.zeros(1, device="cuda")
+@in_a_process_without_a_gpu
+def test_the_texts_set_device_fails_in_a_process_without_a_gpu(monkeypatch):
+    """The text's ddp_setup on Windows: gloo joins, then set_device(rank) has no GPU (a CPU
+    build lacks even the call); a08's calls it only for NCCL."""
+    monkeypatch.setattr(platform, "system", lambda: "Windows")
+    monkeypatch.setenv("USE_LIBUV", "0")  # restored after the test; the text sets it
+    if torch.version.cuda is None:
+        expected = AttributeError, "has no attribute '_cuda_setDevice'"
+    else:
+        expected = RuntimeError, "No CUDA GPUs are available|Found no NVIDIA driver"
+    with pytest.raises(expected[0], match=expected[1]):
+        leaves_its_group(the_text.ddp_setup, 0, 1)
+    leaves_its_group(a08.ddp_setup, 0, 1)
 
 
-def test_the_texts_data_leaves_a_fifth_process_no_batch():
-    """Five processes: the text's loader gives process 4 no full batch, and its accuracy
-    divides by zero (the text's try/except then asks for 2 GPUs)."""
-    X_train, y_train, _, _ = toy_data()
-    train_ds = ToyDataset(X_train, y_train)
-    loader = DataLoader(dataset=train_ds, batch_size=2, shuffle=False, drop_last=True,
-                        sampler=DistributedSampler(train_ds, num_replicas=5, rank=4))
-    assert len(loader) == 0
-    with pytest.raises(ValueError, match="yielded no examples"):  # ours, marked EXTRA
-        compute_accuracy(NeuralNetwork(2, 2), loader)
-    correct, total_examples = 0.0, 0  # what the text's compute_accuracy then holds
-    with pytest.raises(ZeroDivisionError):
-        (correct / total_examples).item()
-
-
-@pytest.mark.real_devices
-def test_the_texts_to_rank_fails_for_a_process_without_a_gpu():
-    """model.to(rank), the batches' .to(rank), compute_accuracy(..., device=rank)."""
-    rank = GPUS  # no CUDA here (rank 0), or one process more than there are GPUs
-    for move in (lambda: NeuralNetwork(2, 2).to(rank), lambda: torch.zeros(1).to(rank)):
-        with pytest.raises(NO_GPU):
-            move()
+@in_a_process_without_a_gpu
+def test_the_texts_to_rank_fails_in_a_process_without_a_gpu():
+    """main's model.to(rank), the batches' .to(rank), compute_accuracy(..., device=rank); a08
+    moves them to the device its ddp_setup chose."""
+    rank, failure = 0, without_a_gpu()
+    features, labels = torch.zeros(2, 2), torch.zeros(2, dtype=torch.long)
+    loader = DataLoader(ToyDataset(features, labels), batch_size=2)
+    for line in (lambda: NeuralNetwork(num_inputs=2, num_outputs=2).to(rank),
+                 lambda: features.to(rank),
+                 lambda: the_text.compute_accuracy(NeuralNetwork(2, 2), loader, device=rank)):
+        with pytest.raises(failure[0], match=failure[1]):
+            line()
+    device = torch.device("cpu")  # a08's, with gloo
+    NeuralNetwork(2, 2).to(device), features.to(device)
+    assert compute_accuracy(NeuralNetwork(2, 2), loader, device=device) in (0.0, 0.5, 1.0)
 
 
 def test_the_texts_device_ids_are_refused_for_a_model_on_cpus(group):
+    """A model on the CPU (no GPU, or more processes than GPUs, or --device cpu)."""
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
     with pytest.raises(ValueError, match="device_ids and output_device arguments only work"):
-        DDP(NeuralNetwork(2, 2), device_ids=[0])
+        DDP(model, device_ids=[0])
+    assert isinstance(DDP(model), DDP)  # a08's line
+
+
+def test_the_texts_five_processes_have_no_batch_and_divide_by_zero(monkeypatch, capsys):
+    """Five processes: the sampler deals each one example, the loader drops it (drop_last), and
+    the text's compute_accuracy divides by zero (its try/except then says the script is for 2
+    GPUs). a08's prepare_dataset gives every process a batch, and an accuracy."""
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 5)
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "gloo")
+    model = NeuralNetwork(num_inputs=2, num_outputs=2)
+    for rank in range(5):
+        monkeypatch.setattr(dist, "get_rank", lambda group=None, rank=rank: rank)
+        train_loader, _ = the_text.prepare_dataset()
+        assert len(train_loader) == 0
+        with pytest.raises(ZeroDivisionError, match="float division by zero"):
+            the_text.compute_accuracy(model, train_loader, device="cpu")
+        train_loader, _ = a08.prepare_dataset()
+        assert len(train_loader) == 1
+        assert 0.0 <= compute_accuracy(model, train_loader, device="cpu") <= 1.0
+    assert capsys.readouterr().out.startswith("Note: 5 examples leave some of the 5 processes")
+
+
+# torchrun's variables for the first process on each of two machines of two processes
+FIRST_PROCESSES = [{"LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "4"},
+                   {"LOCAL_RANK": "0", "RANK": "2", "WORLD_SIZE": "4"}]
+
+
+def test_the_texts_rank_is_0_for_the_first_process_of_every_machine(monkeypatch):
+    """The text's __main__ takes LOCAL_RANK first: on two machines two processes are rank 0
+    (init_process_group then waits for ranks 2 and 3, which never come); a08's lines read the
+    global RANK."""
+    source = (ROOT / "a08_ddp_torchrun.py").read_text()
+    ours = source[source.index('    if "RANK" in os.environ:'):source.index("    rank = 0\n")]
+    ours = textwrap.dedent(ours + "    rank = 0\n")
+    ranks, our_ranks = [], []
+    for variables in FIRST_PROCESSES:
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        ranks.append(the_text.rank_in_main())
+        exec(ours, namespace := {"os": os})
+        our_ranks.append(namespace["rank"])
+    assert ranks == [0, 0]
+    assert our_ranks == [0, 2]
 
 
 @pytest.mark.stress
 def test_the_texts_local_rank_gives_two_machines_a_rank_0_each(tmp_path):
-    """The text's __main__ reads LOCAL_RANK first: on two machines (two torchruns here) both
-    processes take rank 0, and neither gets past init_process_group."""
-    texts = {'    if "RANK" in os.environ:  # FIXED: the global RANK: LOCAL_RANK repeats on every '
-             'machine\n        rank = int(os.environ["RANK"])\n':
+    """The same, run: the text's rank lines in a copy of a08 under two torchruns, one a
+    machine: both processes take rank 0, and neither gets past init_process_group."""
+    texts = {'    if "RANK" in os.environ:':
              '    if "LOCAL_RANK" in os.environ:\n        rank = int(os.environ["LOCAL_RANK"])\n'
-             '    elif "RANK" in os.environ:\n        rank = int(os.environ["RANK"])\n'}
+             '    elif "RANK" in os.environ:'}
     script, port = copy_of("a08_ddp_torchrun.py", tmp_path, texts), free_port()
     results = run_together({node: [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
                                    f"--node_rank={node}", "--nproc_per_node=1",
@@ -302,52 +397,78 @@ def test_the_texts_local_rank_gives_two_machines_a_rank_0_each(tmp_path):
         assert result.returncode != 0 and "Epoch" not in result.stdout
 
 
-def test_the_guides_convnet_fits_only_28_by_28_images():
-    article = torch.nn.Sequential(*list(gpu_guide.ConvNet().features)[:-1],
-                                  *gpu_guide.ConvNet().classifier)  # without our pooling
-    assert article(torch.randn(1, 3, 28, 28)).shape == (1, 10)
+def test_the_articles_convnet_fails_on_cifar_10s_32_by_32_images():
+    """Two 2 x 2 poolings bring 28 to 31 pixels to the 7 x 7 its Linear takes; 3 channels and 10
+    classes suggest CIFAR-10, whose 32 x 32 does not fit. Ours takes any size."""
+    article, ours = the_text.ConvNet(num_classes=10), gpu_guide.ConvNet(num_classes=10)
+    for size in (28, 31):
+        assert article(torch.randn(1, 3, size, size)).shape == (1, 10)
     with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
         article(torch.randn(1, 3, 32, 32))
+    assert ours(torch.randn(1, 3, 32, 32)).shape == (1, 10)
 
 
-def test_the_guides_rnn_reads_the_batch_as_the_sequence():
-    """4 sequences of 7 tokens: the article's nn.RNN(embedding_dim, hidden_dim) gives 7."""
-    _, hidden = torch.nn.RNN(8, 16)(torch.randn(4, 7, 8))
-    assert hidden[-1].shape == (7, 16)
+def test_the_articles_rnn_gives_one_output_per_position():
+    """4 sequences of 7 token ids, (batch, sequence) as a DataLoader stacks them: the article's
+    RNNClassifier answers 7 times, once per position; ours 4 times, once per sequence."""
+    ids = torch.randint(0, 100, (4, 7))
+    assert the_text.RNNClassifier(100, 8, 16, 3)(ids).shape == (7, 3)
+    assert gpu_guide.RNNClassifier(100, 8, 16, 3)(ids).shape == (4, 3)
 
 
-def test_the_guides_own_lines_name_what_it_never_defines():
-    lines = {"out, _ = self.lstm(x, (h0, c0))": "h0",
-             "self.pos_encoder = PositionalEncoding(d_model)": "PositionalEncoding",
-             "model = YourModel()": "YourModel"}
-    for line, name in lines.items():
-        with pytest.raises(NameError, match=name):
-            exec(line, {"self": SimpleNamespace(lstm=torch.nn.LSTM(16, 16)),
-                        "x": torch.zeros(1, 3, 16), "d_model": 16})
+def test_the_articles_transformer_names_an_undefined_class():
+    with pytest.raises(NameError, match="name 'PositionalEncoding' is not defined"):
+        the_text.TransformerLM(100, 16, 2, 1, 7)
+    assert isinstance(gpu_guide.TransformerLM(100, 16, 2, 1, 7), torch.nn.Module)
 
 
-def test_the_guides_positions_cannot_be_added_to_token_ids():
-    with pytest.raises(RuntimeError, match="size of tensor"):
-        gpu_guide.PositionalEncoding(16)(torch.randint(0, 100, (4, 7)))
-
-
-def test_the_guides_sequence_first_transformer_wants_a_decoder_input():
-    with pytest.raises(TypeError, match="tgt"):
-        torch.nn.Transformer(16, 2, 1, 1)(torch.randn(4, 7, 16))
-
-
-def test_the_guides_unmasked_layers_let_a_position_see_later_tokens():
+@pytest.fixture
+def articles_transformer(monkeypatch):
+    """The article's TransformerLM, with a PositionalEncoding that adds nothing (the article
+    defines none), in eval mode (no dropout): the silent defects below are the layers'."""
+    monkeypatch.setattr(the_text, "PositionalEncoding",
+                        lambda d_model, seq_len: lambda ids: 0, raising=False)
     torch.manual_seed(0)
-    layers = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(16, 2, batch_first=True), 1).eval()
-    x = torch.randn(1, 5, 16)
-    later = x.clone()
-    later[0, 4] += 1  # only the last token differs
-    assert not torch.allclose(layers(x)[0, 0], layers(later)[0, 0])
+    return the_text.TransformerLM(100, 16, 2, 1, 7).eval()
+
+
+def changed(ids: torch.Tensor, where: tuple) -> torch.Tensor:
+    """``ids`` with the token at ``where`` replaced by another."""
+    ids = ids.clone()
+    ids[where] = (ids[where] + 1) % 100
+    return ids
+
+
+@torch.no_grad()
+def test_the_articles_transformer_mixes_the_sequences_of_a_batch(articles_transformer):
+    """A DataLoader's (batch, sequence) ids: one sequence changed, another's outputs change."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 100, (4, 7))
+    other = changed(ids, (1, 3))  # sequence 1 only
+    before, after = articles_transformer(ids, ids), articles_transformer(other, other)
+    assert not torch.allclose(before[0], after[0])  # sequence 0's outputs moved
+    ours = gpu_guide.TransformerLM(100, 16, 2, 1, 7).eval()
+    assert torch.equal(ours(ids)[0], ours(other)[0])
+
+
+@torch.no_grad()
+def test_the_articles_transformer_lets_a_position_see_later_tokens(articles_transformer):
+    """Fed (sequence, batch), as its layers read: with no tgt_mask, the output at position 0
+    changes with the target's last token, the kind it is trained to predict."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 100, (7, 4))
+    before = articles_transformer(ids, ids)
+    after = articles_transformer(ids, changed(ids, (6, 0)))
+    assert not torch.allclose(before[0, 0], after[0, 0])
+    ours, batch_first = gpu_guide.TransformerLM(100, 16, 2, 1, 7).eval(), ids.T
+    assert torch.allclose(ours(batch_first)[0, 0], ours(changed(batch_first, (0, 6)))[0, 0])
 
 
 @pytest.mark.gpu
 @needs_a_gpu
-def test_the_guides_unmoved_model_fails_on_the_gpus_batches():
-    with pytest.raises(RuntimeError, match="same device"):
-        NeuralNetwork(2, 2)(torch.zeros(2, 2, device="cuda"))
+def test_the_articles_unmoved_model_fails_on_the_gpus_batches():
+    """The batch-size snippet moves the batches, never the model."""
+    features = torch.zeros(2, 2).to("cuda")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        NeuralNetwork(2, 2)(features)
+    assert NeuralNetwork(2, 2).to("cuda")(features).device.type == "cuda"
