@@ -269,12 +269,33 @@ def no_test_hangs(request):
         faulthandler.cancel_dump_traceback_later()
 
 
-def pytest_handlecrashitem(crashitem, report, sched):
-    """A test that hung (its worker ended by no_test_hangs) fails once, with its stack: xdist's
-    loadfile would give it to each new worker in turn, stalling the run."""
-    for unit in getattr(sched, "workqueue", {}).values():
-        if crashitem in unit:
-            unit[crashitem] = True
-    stacks = STACKS / f"{report.node.gateway.id}.txt"
-    if stacks.exists():
-        report.longrepr = f"{report.longrepr}\n{stacks.read_text()}"
+def pytest_configure(config):
+    """Two test files at a time where pytest-xdist is (".[test]" installs it) and no -n was
+    given; without it (a plain `pip install pytest`, or -p no:xdist), one process."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    config.pluginmanager.register(HungTests(), "companion-hung-tests")
+    if (config.option.numprocesses is None and not hasattr(config, "workerinput")
+            and not config.option.usepdb and not config.option.collectonly):
+        config.option.numprocesses, config.option.dist = 2, "loadfile"
+        config.option.tx = ["popen"] * 2
+
+
+def pytest_report_header(config):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return 'one test at a time: pip install ".[test]" (pytest-xdist) runs two at once'
+    return None
+
+
+class HungTests:
+    """xdist's hook, registered only where xdist is."""
+
+    def pytest_handlecrashitem(self, crashitem, report, sched):
+        """A test that hung (its worker ended by no_test_hangs) fails once, with its stack:
+        xdist's loadfile would give it to each new worker in turn, stalling the run."""
+        for unit in getattr(sched, "workqueue", {}).values():
+            if crashitem in unit:
+                unit[crashitem] = True
+        stacks = STACKS / f"{report.node.gateway.id}.txt"
+        if stacks.exists():
+            report.longrepr = f"{report.longrepr}\n{stacks.read_text()}"

@@ -288,7 +288,7 @@ def test_pip_install_asks_an_intel_mac_for_the_torch_it_has():
     """PyTorch's last Intel-Mac wheels are 2.2.2, on NumPy 1.x: there, and only there."""
     text = (ROOT / "pyproject.toml").read_text()
     intel = "sys_platform == 'darwin' and platform_machine == 'x86_64'"
-    assert f'"torch==2.2.2; {intel}",' in text and f'"numpy<2; {intel}",' in text
+    assert f'"torch==2.2.2; {intel}",' in text and f'"numpy>=1.24,<2; {intel}",' in text
     assert "\"torch>=2.4; sys_platform != 'darwin' or platform_machine != 'x86_64'\"," in text
 
 

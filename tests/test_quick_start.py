@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,8 @@ def quick_start_lines(shell: str = "bash") -> list[str]:
     quick = text[text.index("## Quick start"):text.index("## What success looks like")]
     blocks = [(kind, [line for line in block.splitlines() if line.strip()])
               for kind, block in re.findall(r"```(bash|powershell)\n(.*?)```", quick, re.S)]
-    blocks = [(kind, lines) for kind, lines in blocks
-              if not lines[0].startswith("pip install torch")]
+    blocks = [(kind, lines) for kind, lines in blocks  # not one system's torch, nor uv's path
+              if not lines[0].startswith(("pip install torch", "uv "))]
     own = [line for kind, lines in blocks if kind == shell for line in lines]
     return own if shell == "bash" else own + blocks[-1][1]
 
@@ -53,6 +54,7 @@ def test_the_workflow_runs_the_readme_quick_start_as_written():
         *lines[:2], CPU_BUILD, *lines[2:]]
     assert workflow_step_lines("Quick start (Windows)") == quick_start_lines("powershell")
     assert CPU_BUILD in NOT_RUN_HERE
+    assert workflow_step_lines("uv path") == uv_lines()
 
 
 def test_no_pip_install_outside_the_environment():
@@ -121,3 +123,77 @@ def test_quick_start_then_every_readme_command_in_a_fresh_clone(tmp_path):
     # what the commands write where the README runs them: a06's model, a08's snapshot, and
     # pytest's cache; nothing else (no lock files, no temporary files)
     assert clone_status(clone) - {".venv/", "snapshot.pt", "model.pth", ".pytest_cache/"} == set()
+
+
+def uv_lines() -> list[str]:
+    """The README's uv path, its commands in order."""
+    text = readme()
+    return re.search(r"```bash\n(uv venv.*?)```", text, re.S)[1].splitlines()
+
+
+def torch_wheel_on_disk() -> Path | None:
+    """This machine's own torch wheel, where pip's find-links has it (PyPI's torch for Linux is
+    the CUDA build, several GB; PyTorch's indexes, which uv's --torch-backend asks, cannot be
+    reached here)."""
+    import torch
+    config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                            text=True).stdout + os.environ.get("PIP_FIND_LINKS", "")
+    version = torch.__version__.replace("+", "%2B")
+    for folder in re.findall(r"find-links='?([^'\s]+)", config):
+        found = sorted(Path(folder).glob(f"torch-{torch.__version__}-*.whl")) + sorted(
+            Path(folder).glob(f"torch-{version}-*.whl"))
+        if found:
+            return found[0]
+    return None
+
+
+UV = shutil.which("uv")
+
+
+@pytest.mark.stress
+@pytest.mark.skipif(UV is None, reason="needs uv (pip install uv; .ci/run installs it)")
+def test_the_uv_path_keeps_the_torch_it_installed(tmp_path):
+    """The README's uv lines in a fresh clone (this Python for the venv; this machine's torch
+    wheel for `--torch-backend=auto`, which needs PyTorch's index): `uv run` runs the
+    walkthrough on that very torch, and the clone gains only .venv/ and uv's lock."""
+    import torch
+    wheel = torch_wheel_on_disk()
+    if wheel is None:
+        pytest.skip("no torch wheel on disk for this torch: PyPI's Linux build is several GB")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+    here = {"uv venv --python 3.12": f"uv venv --python {sys.executable}",
+            "uv pip install torch --torch-backend=auto": f"uv pip install {wheel}"}
+    assert set(here) < set(uv_lines())
+    env = {k: v for k, v in clean_env().items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    session = subprocess.run(["bash", "-e", "-c", "\n".join(here.get(line, line) for line in
+                                                           uv_lines())],
+                             cwd=clone, env=env, capture_output=True, text=True, timeout=900)
+    assert session.returncode == 0, (session.stdout[-3000:], session.stderr[-3000:])
+    assert "Walkthrough complete: all 8 scripts ran." in session.stdout
+    kept = subprocess.run([UV, "run", "python", "-c", "import torch; print(torch.__version__)"],
+                          cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    assert kept.stdout.strip() == torch.__version__, kept.stderr
+    assert clone_status(clone) == {".venv/"}  # uv.lock: ignored (.gitignore)
+
+
+@pytest.mark.stress
+@pytest.mark.skipif(UV is None, reason="needs uv (pip install uv; .ci/run installs it)")
+def test_uvs_lock_has_numpy_wheels_for_every_python_it_allows(tmp_path):
+    """uv locks once for every machine: numpy must come as wheels for Python 3.10 to 3.14
+    (1.26.4, the Intel Macs' pin, has none for 3.13), and the lock leaves torch out."""
+    import tomllib
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    shutil.copy(ROOT / "README.md", tmp_path)
+    result = subprocess.run([UV, "lock"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    lock = tomllib.loads((tmp_path / "uv.lock").read_text())
+    numpy = [p for p in lock["package"] if p["name"] == "numpy"]
+    intel = "platform_machine == 'x86_64' and sys_platform == 'darwin'"
+    elsewhere = [p for p in numpy if not all(intel in m for m in p["resolution-markers"])]
+    tags = {tag for p in elsewhere for wheel in p["wheels"]
+            for tag in re.findall(r"-(cp3\d+)-", wheel["url"])}
+    assert {"cp310", "cp311", "cp312", "cp313", "cp314"} <= tags
+    assert all(int(p["version"].split(".")[0]) >= 2 for p in elsewhere)
+    assert [p for p in lock["package"] if p["name"] == "torch"] == []

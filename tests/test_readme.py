@@ -13,11 +13,19 @@ from conftest import ROOT, fake_commands
 NOT_RUN_HERE = {
     "pip install torch --index-url https://download.pytorch.org/whl/cpu":
         "that index cannot be reached here; the GitHub workflow's Linux job runs it",
-    "pip install torch --index-url https://download.pytorch.org/whl/cu126":
-        "for Windows with an NVIDIA GPU, or a driver that predates CUDA 13; that index cannot be "
-        "reached here",
     "pip install torch --index-url https://download.pytorch.org/whl/cu130":
-        "for Linux on ARM with an NVIDIA GPU; that index cannot be reached here",
+        "for an NVIDIA GPU on Windows or ARM Linux; that index cannot be reached here",
+    "pip install torch --index-url https://download.pytorch.org/whl/cu126":
+        "for a GTX 10xx or older on Windows, or a driver that predates CUDA 13; that index cannot "
+        "be reached here",
+    "uv venv --python 3.12": "the uv path: test_the_uv_path_keeps_the_torch_it_installed runs "
+                             "it with this Python",
+    "uv pip install torch --torch-backend=auto":
+        "uv asks PyTorch's indexes, which cannot be reached here: the uv path's test installs "
+        "this machine's torch wheel in its place",
+    'uv pip install ".[test]"': "the uv path: test_the_uv_path_keeps_the_torch_it_installed",
+    "uv run python -m common.walkthrough":
+        "the uv path: test_the_uv_path_keeps_the_torch_it_installed",
     "brew install python@3.12": "Homebrew, on a Mac",
     "python3.12 -m venv .venv": "after Homebrew's Python 3.12, on a Mac",
     "torchrun --nproc_per_node=gpu a08_ddp_torchrun.py": "needs CUDA: bash .ci/gpu-check",

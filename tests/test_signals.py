@@ -84,6 +84,7 @@ def test_sigterm_to_torchrun_ends_every_process(tmp_path):
 
 @posix_signals
 @lists_processes
+@pytest.mark.stress
 def test_sigterm_to_one_spawn_worker_ends_the_run(tmp_path):
     """The parent ends the other worker (torch's spawn); each says in one line why it ended."""
     process = started(a08_command("--spawn", "2", script=a08_with_epochs(tmp_path, LONG)),

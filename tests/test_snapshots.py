@@ -98,17 +98,21 @@ LEARNERS_EDITS = {  # what the text invites a learner to change, and what a08 th
 }
 MISFITS = [("wider", "torchrun 2"), ("adam", "torchrun 2"), ("wider", "spawn 2"),
            ("adam", "torchrun 1"), ("adam", "plain")]
+MISFIT_LINE = ("error: s.pt does not fit this script ({}): give another --snapshot path, or "
+               "delete s.pt to start afresh")
 
 
-def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, capsys,
+@pytest.mark.parametrize("misfits", [MISFITS[:1], pytest.param(MISFITS, marks=pytest.mark.stress)],
+                         ids=["torchrun 2", "every launch"])
+def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(misfits, one_process, capsys,
                                                                   tmp_path_factory):
     """A learner's copy of a08 (and common/), edited after the snapshot was written, run each
     way at once: rank 0's one line, the other processes silent, exit 1, no epoch trained, the
-    snapshot untouched."""
+    snapshot untouched. (Adam for SGD, in this process: the next test.)"""
     assert run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)[0] == 0
     snapshot = (one_process / "s.pt").read_bytes()
     commands, folders = {}, {}
-    for edit, launch in MISFITS:
+    for edit, launch in misfits:
         folders[edit, launch] = folder = tmp_path_factory.mktemp(edit)
         (folder / "s.pt").write_bytes(snapshot)
         where, changes, _ = LEARNERS_EDITS[edit]
@@ -120,12 +124,23 @@ def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, ca
     ports = {key: clean_env() | {"MASTER_PORT": str(free_port())} for key in commands}
     for (edit, launch), result in run_together(commands, folders.get, ports.get).items():
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-        assert errors == [f"error: s.pt does not fit this script ({LEARNERS_EDITS[edit][2]}): "
-                          f"give another --snapshot path, or delete s.pt to start afresh"], \
+        assert errors == [MISFIT_LINE.format(LEARNERS_EDITS[edit][2])], \
             (edit, launch, result.stderr)
         assert f'File "{result.cwd}' not in result.stderr  # no traceback of the scripts
         assert (result.returncode, epochs(result.stdout)) == (1, []), (edit, launch)
         assert (result.cwd / "s.pt").read_bytes() == snapshot
+
+
+def test_a_snapshot_written_with_sgd_is_refused_by_a_copy_with_adam(one_process, capsys,
+                                                                   tmp_path_factory):
+    """The same refusal for the optimizer, here: the edit is a08's own line."""
+    assert run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)[0] == 0
+    snapshot = (one_process / "s.pt").read_bytes()
+    _, changes, reason = LEARNERS_EDITS["adam"]
+    adam = copy_of("a08_ddp_torchrun.py", tmp_path_factory.mktemp("adam"), changes)
+    code, out, err = run_main(str(adam), ["--snapshot", "s.pt"], capsys)
+    assert (code, err, epochs(out)) == (1, MISFIT_LINE.format(reason) + "\n", [])
+    assert (one_process / "s.pt").read_bytes() == snapshot
 
 
 def test_a_snapshot_from_before_it_named_its_optimizer_still_resumes(one_process, capsys,
