@@ -163,7 +163,8 @@ def test_the_uv_path_keeps_the_torch_it_installed(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
     here = {"uv venv --python 3.12": f"uv venv --python {sys.executable}",
-            "uv pip install torch --torch-backend=auto": f"uv pip install {wheel}"}
+            "uv pip install --no-config torch --torch-backend=auto":
+                f"uv pip install --no-config {wheel}"}
     assert set(here) < set(uv_lines())
     env = {k: v for k, v in clean_env().items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     session = subprocess.run(["bash", "-e", "-c", "\n".join(here.get(line, line) for line in

@@ -20,7 +20,7 @@ NOT_RUN_HERE = {
         "be reached here",
     "uv venv --python 3.12": "the uv path: test_the_uv_path_keeps_the_torch_it_installed runs "
                              "it with this Python",
-    "uv pip install torch --torch-backend=auto":
+    "uv pip install --no-config torch --torch-backend=auto":
         "uv asks PyTorch's indexes, which cannot be reached here: the uv path's test installs "
         "this machine's torch wheel in its place",
     'uv pip install ".[test]"': "the uv path: test_the_uv_path_keeps_the_torch_it_installed",
