@@ -155,7 +155,7 @@ UV = shutil.which("uv")
 def test_the_uv_path_keeps_the_torch_it_installed(tmp_path):
     """The README's uv lines in a fresh clone (this Python for the venv; this machine's torch
     wheel for `--torch-backend=auto`, which needs PyTorch's index): `uv run` runs the
-    walkthrough on that very torch, and the clone gains only .venv/ and uv's lock."""
+    walkthrough on that very torch, and the clone gains only .venv/ and uv.lock."""
     import torch
     wheel = torch_wheel_on_disk()
     if wheel is None:
@@ -175,7 +175,7 @@ def test_the_uv_path_keeps_the_torch_it_installed(tmp_path):
     kept = subprocess.run([UV, "run", "python", "-c", "import torch; print(torch.__version__)"],
                           cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     assert kept.stdout.strip() == torch.__version__, kept.stderr
-    assert clone_status(clone) == {".venv/"}  # uv.lock: ignored (.gitignore)
+    assert clone_status(clone) == {".venv/", "uv.lock"}  # both in .gitignore
 
 
 @pytest.mark.stress
