@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, links
 from test_readme import troubleshooting
 
 
@@ -33,6 +33,7 @@ def test_the_notebook_entry_gives_cells_that_use_the_kernels_python():
     assert cells[4:] == ["import a05_training_loop", "a05_training_loop.main()"]
 
 
+@links
 @pytest.mark.stress
 def test_the_notebook_cells_run_in_a_kernel_without_python_on_path(tmp_path):
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")

@@ -5,6 +5,7 @@ importing our modules, and a08 as one process beside the minimal script as one p
     python tests/benchmarks/a08_cost.py [PAIRS]      (from the clone, in its environment)
 """
 
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,7 +74,7 @@ if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     folder = Path(tempfile.mkdtemp())
     (folder / "minimal.py").write_text(MINIMAL)
-    (folder / "common").symlink_to(ROOT / "common")
+    shutil.copytree(ROOT / "common", folder / "common")  # a link needs developer mode on Windows
     run = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
     text, ours = pairs([*run, "minimal.py"], [*run, str(ROOT / "a08_ddp_torchrun.py")], folder, n)
     print(f"torchrun N=2: the text's minimal script {text:.2f} s, a08 {ours:.2f} s "
