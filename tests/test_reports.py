@@ -1,0 +1,81 @@
+"""What learners reported in the trackers, where the project's own code (or the edit the text
+invites) meets it: it behaves as TROUBLESHOOTING.md's entry, headed by the message, says."""
+
+import os
+import runpy
+import warnings
+
+import pytest
+import torch
+
+import the_text
+from common import devices, gpu_guide, measure
+from conftest import ROOT, copy_of, run_main
+from test_readme import troubleshooting
+
+
+def entry(message: str) -> str:
+    """The TROUBLESHOOTING.md entry whose heading holds ``message``."""
+    text = troubleshooting()
+    heading = next(line for line in text.splitlines() if line.startswith("### ")
+                   and message in line)
+    return text[text.index(heading):].split("\n### ")[0]
+
+
+def test_the_guides_checkpointing_passes_use_reentrant():
+    """Left out, torch warns and takes the reentrant variant, whose blocks fed the data get no
+    gradients."""
+    assert "use_reentrant=False" in entry("the use_reentrant parameter should be passed")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert measure.checkpointed_gradients_match(measure.Blocks(), torch.device("cpu"))
+
+
+def test_only_the_articles_sequence_first_transformer_warns_of_nested_tensors():
+    assert "batch_first=True" in entry("enable_nested_tensor is True")
+    with pytest.warns(UserWarning, match="enable_nested_tensor is True, but self.use_nested"):
+        torch.nn.Transformer(16, 2, 1, 1)  # the article's layers, sequence-first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gpu_guide.TransformerLM(100, 16, 2, 1, 7)
+    assert the_text.TransformerLM  # the article's model builds that nn.Transformer
+
+
+def test_section_4_without_retain_graph_keeps_its_traceback(tmp_path, capsys):
+    """The learner's edit: a02's first gradient without retain_graph=True, then backward."""
+    assert "retain_graph=True" in entry("Trying to backward through the graph a second time")
+    edited = copy_of("a02_autograd.py", tmp_path, {", retain_graph=True)": ")"})
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second"):
+        run_main(str(edited), [], capsys)
+
+
+def test_a_torch_without_torch_accelerator(monkeypatch):
+    """torch before 2.6 (an Intel Mac's 2.2.2, the tutorial's 2.4): the device is found by
+    asking CUDA and MPS."""
+    assert "2.6" in entry("module 'torch' has no attribute 'accelerator'")
+    monkeypatch.delattr(torch, "accelerator", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert devices.accelerator() == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert devices.accelerator() is None
+
+
+def test_more_workers_than_cores_is_a_warning_and_the_same_batches(tmp_path, monkeypatch,
+                                                                    capsys):
+    """Section 6 invites raising num_workers: a04's loaders with 4 on a machine of 2 cores warn,
+    and print the batches they print with 0."""
+    assert "num_workers=0" in entry("This DataLoader will create 4 worker processes")
+    text = runpy.run_path(str(ROOT / "a04_dataloaders.py"))
+    edited = runpy.run_path(str(copy_of("a04_dataloaders.py", tmp_path, {
+        "shuffle=True, num_workers=0)": "shuffle=True, num_workers=4)"})))
+    datasets = text["section_6_dataset"]()
+    capsys.readouterr()
+    text["section_6_loaders"](*datasets)
+    with_none = capsys.readouterr().out
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.warns(UserWarning, match="Our suggested max number of worker in current system "
+                                         "is 2"):
+        edited["section_6_loaders"](*datasets)
+    assert capsys.readouterr().out == with_none
