@@ -250,7 +250,8 @@ def in_a_process_without_a_gpu(test):
         result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p",
                                  "no:cacheprovider", "-q", f"{__file__}::{test.__name__}"],
                                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0 and " 1 passed" in result.stdout, result.stdout[-3000:]
+        assert result.returncode == 0 and re.search(r"^1 passed", result.stdout, re.M), \
+            result.stdout[-3000:]
     return run_there
 
 
