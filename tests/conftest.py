@@ -283,7 +283,8 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     if not config.pluginmanager.hasplugin("xdist"):
-        return 'one test at a time: pip install ".[test]" (pytest-xdist) runs two at once'
+        return ('one test at a time (pytest-xdist is not installed, or -p no:xdist): '
+                'pip install ".[test]" runs two at once')
     return None
 
 
