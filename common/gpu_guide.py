@@ -115,8 +115,8 @@ class TransformerLM(nn.Module):
         self.fc = nn.Linear(d_model, vocab_size)
 
     def forward(self, x):
-        # FIXED: a causal mask: without the article's missing tgt_mask, position t sees the
-        # tokens after t, the ones it must predict
+        # FIXED: a causal mask: without one (the article passes no tgt_mask), position t sees
+        # the tokens after t, the ones it must predict
         mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device)
         hidden = self.transformer(self.pos_encoder(self.embedding(x)), mask=mask, is_causal=True)
         return self.fc(hidden)  # logits for every position: (batch, sequence, vocab)
