@@ -236,11 +236,10 @@ def exit_here(code: int) -> None:
 
 @pytest.fixture(autouse=True)
 def cpu_only_machine(request, monkeypatch):
-    """This process sees no accelerator either (but in tests marked gpu or real_devices), as
-    its children. (A test that touched CUDA with none visible would leave CUDA without devices
-    for the rest of the process.)"""
-    if not (request.node.get_closest_marker("gpu")
-            or request.node.get_closest_marker("real_devices")):
+    """This process sees no accelerator either (but in tests marked gpu), as its children. (A
+    test that touched CUDA with none visible would leave CUDA without devices for the rest of
+    the process: test_lesson.py's proofs without a GPU run apart where there are GPUs.)"""
+    if not request.node.get_closest_marker("gpu"):
         hide_accelerators(monkeypatch.setattr)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # as shims/cpu_only: none, on purpose
     for name in LAUNCH_VARIABLES:
