@@ -8,7 +8,6 @@ import warnings
 import pytest
 import torch
 
-import the_text
 from common import devices, gpu_guide, measure
 from conftest import ROOT, copy_of, run_main
 from test_readme import troubleshooting
@@ -39,7 +38,6 @@ def test_only_the_articles_sequence_first_transformer_warns_of_nested_tensors():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         gpu_guide.TransformerLM(100, 16, 2, 1, 7)
-    assert the_text.TransformerLM  # the article's model builds that nn.Transformer
 
 
 def test_section_4_without_retain_graph_keeps_its_traceback(tmp_path, capsys):
