@@ -327,7 +327,7 @@ def test_the_texts_to_rank_fails_in_a_process_without_a_gpu():
         with pytest.raises(failure[0], match=failure[1]):
             line()
     device = torch.device("cpu")  # a08's, with gloo
-    NeuralNetwork(2, 2).to(device), features.to(device)
+    assert next(NeuralNetwork(2, 2).to(device).parameters()).device == features.to(device).device
     assert compute_accuracy(NeuralNetwork(2, 2), loader, device=device) in (0.0, 0.5, 1.0)
 
 

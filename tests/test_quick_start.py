@@ -136,12 +136,12 @@ def torch_wheel_on_disk() -> Path | None:
     the CUDA build, several GB; PyTorch's indexes, which uv's --torch-backend asks, cannot be
     reached here)."""
     import torch
+    # pip's own view of its settings, PIP_FIND_LINKS (":env:.find-links=...") included
     config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
-                            text=True).stdout + os.environ.get("PIP_FIND_LINKS", "")
-    version = torch.__version__.replace("+", "%2B")
+                            text=True).stdout
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"  # this Python's, for uv venv
     for folder in re.findall(r"find-links='?([^'\s]+)", config):
-        found = sorted(Path(folder).glob(f"torch-{torch.__version__}-*.whl")) + sorted(
-            Path(folder).glob(f"torch-{version}-*.whl"))
+        found = sorted(Path(folder).glob(f"torch-{torch.__version__}-{tag}-*.whl"))
         if found:
             return found[0]
     return None
