@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -198,3 +199,33 @@ def test_uvs_lock_has_numpy_wheels_for_every_python_it_allows(tmp_path):
     assert {"cp310", "cp311", "cp312", "cp313", "cp314"} <= tags
     assert all(int(p["version"].split(".")[0]) >= 2 for p in elsewhere)
     assert [p for p in lock["package"] if p["name"] == "torch"] == []
+
+
+class Plugins:
+    def __init__(self, xdist: bool) -> None:
+        self.xdist, self.registered = xdist, []
+
+    def hasplugin(self, name: str) -> bool:
+        return self.xdist and name == "xdist"
+
+    def register(self, plugin, name: str) -> None:
+        self.registered.append(name)
+
+
+@pytest.mark.parametrize("xdist", [True, False])
+def test_the_readmes_test_command_runs_two_files_at_once_only_where_xdist_is(xdist):
+    """`python -m pytest` with ".[test]": two workers, a file each; with pytest alone (or
+    -p no:xdist): one process, its header saying how to get two, and no xdist hook."""
+    import conftest
+    option = SimpleNamespace(numprocesses=None, dist="no", tx=[], usepdb=False,
+                             collectonly=False)
+    config = SimpleNamespace(pluginmanager=Plugins(xdist), option=option)
+    conftest.pytest_configure(config)
+    header = conftest.pytest_report_header(config)
+    if xdist:
+        assert (option.numprocesses, option.dist, option.tx) == (2, "loadfile", ["popen"] * 2)
+        assert config.pluginmanager.registered == ["companion-hung-tests"] and header is None
+    else:
+        assert (option.numprocesses, option.dist, config.pluginmanager.registered) == \
+            (None, "no", [])
+        assert 'pip install ".[test]"' in header
