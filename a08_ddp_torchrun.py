@@ -65,9 +65,9 @@ def prepare_dataset():  # NEW: section 6's data and loaders, in a function
     # y_train = y_train.repeat(factor)
     # X_test = torch.cat([X_test + torch.randn_like(X_test) * 0.1 for _ in range(factor)])
     # y_test = y_test.repeat(factor)
-    # FIXED: with 5 or more processes every process gets one example, so none has a batch
-    # (drop_last) and the text's accuracy divides by zero; instead, noisy copies of the
-    # training examples where needed, and a note that says so
+    # EXTRA: with 5 or more processes every process gets one example, so none has a batch
+    # (drop_last): there the text stops, its try/except saying the script is for 2 GPUs and
+    # to uncomment the five lines above; a08 adds such noisy copies itself, and says so
     X_train, y_train = processes.enough_for_every_process(X_train, y_train, batch_size=2)
 
     train_ds = ToyDataset(X_train, y_train)
@@ -99,16 +99,17 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
 
     train_loader, test_loader = prepare_dataset()  # NEW: the loaders, from prepare_dataset
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    # EXTRA: where the lines marked "not rank" move to: ddp_setup's GPU, or the CPU
+    # EXTRA: where the lines marked "not rank" move to: ddp_setup's GPU, or the CPU (gloo)
     device = torch.device("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
     kind = "GPU" if device.type == "cuda" else "CPU"  # EXTRA: [CPU0] says where it trains
-    # NEW: .to(rank); FIXED: not rank, a GPU's number, which a CPU process has none of
+    # NEW: .to(rank); EXTRA: not rank, as two of our changes need: with gloo (ddp_setup) a
+    # process may have no GPU, and the global RANK (__main__) names none on a second machine
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     # EXTRA: with --snapshot, the model and optimizer saved there, and the epoch to go on from
     first_epoch = checkpoints.resume(snapshot, model, optimizer, num_epochs, rank)
-    # NEW: DDP averages the processes' gradients; FIXED: no device_ids=[rank], which a model
-    # on the CPU refuses: DDP finds the model's device itself
+    # NEW: DDP averages the processes' gradients; EXTRA: no device_ids=[rank] (not rank, as
+    # above), which a model on the CPU refuses: DDP finds the model's device itself
     model = DDP(model)
     # the model itself is now model.module
 
@@ -118,7 +119,7 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
         model.train()
         for features, labels in train_loader:  # NEW: no batch index
 
-            # NEW: .to(rank); FIXED: not rank, a GPU's number: the device, as the model's
+            # NEW: .to(rank); EXTRA: not rank (see model.to): the device, as the model's
             features, labels = features.to(device), labels.to(device)
             logits = model(features)
 
@@ -139,12 +140,12 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
         # EXTRA: with --snapshot, rank 0 saves the model, the optimizer and the epoch
         checkpoints.save_snapshot(snapshot, model.module, optimizer, epoch + 1, rank)
 
-    # (the text's try/except ZeroDivisionError is not needed: every process here has a batch,
-    # see prepare_dataset)
-    # NEW: device=rank; FIXED: not rank: the device
+    # EXTRA: no try/except ZeroDivisionError here, the text's stop for 5 or more processes:
+    # every process has a batch (prepare_dataset)
+    # NEW: device=rank; EXTRA: not rank (see model.to): the device
     train_acc = compute_accuracy(model, train_loader, device=device)
     print(f"[{kind}{rank}] Training accuracy", train_acc)  # NEW: [GPU{rank}] first
-    # NEW: device=rank; FIXED: not rank: the device
+    # NEW: device=rank; EXTRA: not rank (see model.to): the device
     test_acc = compute_accuracy(model, test_loader, device=device)
     print(f"[{kind}{rank}] Test accuracy", test_acc)  # NEW: [GPU{rank}] first
 

@@ -162,14 +162,17 @@ def left_out(precision: str, device: torch.device) -> bool:
 
 def batch_size_snippet(device: torch.device) -> None:
     heading("GPU guide: the batch-size snippet, corrected")
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # EXTRA: this and the next two lines: data, which it lacks
     X = torch.randn(1000, 2)
-    dataset = TensorDataset(X, (X[:, 0] > X[:, 1]).long())  # EXTRA: data, which it lacks
+    dataset = TensorDataset(X, (X[:, 0] > X[:, 1]).long())
     batch_size = 128
     # EXTRA: a DataLoader, in place of the article's garbled line
     train_loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
     model = NeuralNetwork(2, 2)  # EXTRA: a model, for the article's placeholder YourModel()
-    model = model.to(device)  # FIXED: unmoved, the model meets batches on the GPU
+    # EXTRA: the model to the device, as the batches below: the snippet trains nothing, our
+    # completion of it does
+    model = model.to(device)
+    # EXTRA: this and the next seven lines: one epoch of section 9.2's training, which it lacks
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     for features, labels in train_loader:
         features, labels = features.to(device), labels.to(device)

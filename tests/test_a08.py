@@ -104,6 +104,19 @@ def test_a08_runs_every_process_to_the_end(key, ddp_runs):
                       f"copies)."] if nproc >= 5 else [])
 
 
+@pytest.mark.filterwarnings("ignore:.pin_memory. argument is set as true")
+def test_a08_gives_each_of_five_processes_a_batch_and_says_so(monkeypatch, capsys):
+    """Where the text stops (5 examples, 5 processes: one each, dropped by drop_last), a08's
+    prepare_dataset adds noisy copies: every process a batch of 2, and one note."""
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 5)
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "gloo")
+    for rank in range(5):
+        monkeypatch.setattr(dist, "get_rank", lambda group=None, rank=rank: rank)
+        train_loader, _ = a08.prepare_dataset()
+        assert [labels.shape[0] for _, labels in train_loader] == [2]
+    assert capsys.readouterr().out.startswith("Note: 5 examples leave some of the 5 processes")
+
+
 @pytest.mark.stress
 def test_a08_two_machines_use_global_ranks(ddp_runs):
     """Two torchruns with --nnodes=2 on one port: global ranks 0 to 3 (LOCAL_RANK is 0, 1)."""
