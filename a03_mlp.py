@@ -10,23 +10,25 @@ import torch
 from common import NeuralNetwork, flags, runner
 
 
-def count_trainable_parameters(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def section_5_architecture() -> None:
     runner.heading("5 Implementing multilayer neural networks: the model")
     model = NeuralNetwork(50, 3)
     print(model)
-    print("Total number of trainable model parameters:", count_trainable_parameters(model))
+
+    num_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    print("Total number of trainable model parameters:", num_params)
+
+    # Not seeded yet: these random initial weights differ on every run
+    print("model.layers[0].weight:\n", model.layers[0].weight, sep="")
     print("model.layers[0].weight.shape:", model.layers[0].weight.shape)
 
 
 def section_5_exercise_a3() -> None:
     runner.heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
+    model = NeuralNetwork(2, 2)
     # 2*30+30 + 30*20+20 + 20*2+2 = 752
-    print("NeuralNetwork(2, 2) trainable parameters:",
-          count_trainable_parameters(NeuralNetwork(2, 2)))
+    num_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    print("NeuralNetwork(2, 2) trainable parameters:", num_params)
 
 
 def section_5_seeded_forward() -> None:
@@ -37,10 +39,13 @@ def section_5_seeded_forward() -> None:
 
     torch.manual_seed(123)
     X = torch.rand((1, 50))
-    print("model(X):", model(X))
+    out = model(X)
+    print("model(X):", out)
+
     with torch.no_grad():  # inference only: no graph to build
         out = model(X)
     print("model(X) under torch.no_grad():", out)
+
     with torch.no_grad():
         out = torch.softmax(model(X), dim=1)
     print("torch.softmax(model(X), dim=1):", out)

@@ -11,11 +11,6 @@ from torch.utils.data import DataLoader
 from common import ToyDataset, flags, runner, toy_data
 
 
-def print_batches(loader: DataLoader) -> None:
-    for idx, (x, y) in enumerate(loader):
-        print(f"Batch {idx + 1}:", x, y)
-
-
 def section_6_dataset() -> tuple[ToyDataset, ToyDataset]:
     runner.heading("6 Setting up efficient data loaders: the toy data")
     X_train, y_train, X_test, y_test = toy_data()
@@ -31,18 +26,41 @@ def section_6_dataset() -> tuple[ToyDataset, ToyDataset]:
 def section_6_loaders(train_ds: ToyDataset, test_ds: ToyDataset) -> None:
     runner.heading("6 DataLoader: shuffled batches of 2")
     torch.manual_seed(123)  # fixes the shuffling order
-    train_loader = DataLoader(train_ds, batch_size=2, shuffle=True, num_workers=0)
-    test_loader = DataLoader(test_ds, batch_size=2, shuffle=False, num_workers=0)
-    print_batches(train_loader)
+
+    train_loader = DataLoader(
+        dataset=train_ds,
+        batch_size=2,
+        shuffle=True,
+        num_workers=0
+    )
+
+    test_loader = DataLoader(
+        dataset=test_ds,
+        batch_size=2,
+        shuffle=False,
+        num_workers=0
+    )
+
+    for idx, (x, y) in enumerate(train_loader):
+        print(f"Batch {idx+1}:", x, y)
 
     runner.heading("6 DataLoader with drop_last=True: no short last batch")
     # Not seeded again: the generator continues, so the order differs from the pass above.
-    train_loader = DataLoader(train_ds, batch_size=2, shuffle=True, num_workers=0,
-                              drop_last=True)
-    print_batches(train_loader)
+    train_loader = DataLoader(
+        dataset=train_ds,
+        batch_size=2,
+        shuffle=True,
+        num_workers=0,
+        drop_last=True
+    )
+
+    for idx, (x, y) in enumerate(train_loader):
+        print(f"Batch {idx+1}:", x, y)
 
     runner.heading("6 The test loader: no shuffling")
-    print_batches(test_loader)
+    # EXTRA: the test loader's one batch, which the text builds but does not print
+    for idx, (x, y) in enumerate(test_loader):
+        print(f"Batch {idx+1}:", x, y)
 
 
 def section_6_num_workers(train_ds: ToyDataset) -> None:
@@ -58,7 +76,8 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
     # EXTRA: show that workers produce the same data (the tutorial only describes them)
     loader = DataLoader(train_ds, batch_size=2, shuffle=False, num_workers=2)
     print("The training set through 2 workers, not shuffled:")
-    print_batches(loader)
+    for idx, (x, y) in enumerate(loader):
+        print(f"Batch {idx+1}:", x, y)
 
 
 def main() -> None:

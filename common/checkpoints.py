@@ -1,12 +1,14 @@
 """Safe checkpoints around the tutorial's two lines of section 8 (a06), and a08's --snapshot:
 ``atomic_path`` gives torch.save a temporary file, renamed over the target once whole (a
-rename is atomic: the old file or the new one, never half of one); ``explain_load_errors``
+rename is atomic: the old file or the new one, never half of one), and ``saved_whole`` does
+so around the text's own save line; ``explain_load_errors``
 turns a file that torch.load or load_state_dict cannot use into one line saying why."""
 
 from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import tempfile
 import time
 import traceback
@@ -29,7 +31,7 @@ def check_writable(path: str, flag: str) -> str | None:
     target = Path(os.path.realpath(path))  # a symbolic link: its target gets written
     if target.exists() and not target.is_file():
         return f"{path} is {'a folder' if target.is_dir() else 'not a regular file'}; " \
-               f"give the path of a file"
+               f"choose another {flag}"
     try:
         # named as atomic_path's, whose next save removes it where a signal left it
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.",
@@ -41,7 +43,7 @@ def check_writable(path: str, flag: str) -> str | None:
 
 
 @contextmanager
-def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
+def atomic_path(path: str, flag: str) -> Iterator[str]:
     """A temporary path beside ``path`` for the block to write, then moved over it (tried
     again for two seconds where another program holds ``path``: on Windows an antivirus,
     OneDrive or an editor). What a signal left half-written earlier is removed first."""
@@ -49,7 +51,10 @@ def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
         raise UserError(problem)
     target = Path(os.path.realpath(path))
     for leftover in target.parent.glob(f".{target.name}.*.tmp"):
-        leftover.unlink(missing_ok=True)
+        if leftover.is_dir():  # saved_whole's folder
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
     handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(handle)
     tmp = Path(tmp)
@@ -75,6 +80,25 @@ def atomic_path(path: str, flag: str = "--path") -> Iterator[str]:
                         f"free some space") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def saved_whole(name: str, flag: str) -> Iterator[None]:
+    """The block runs in a new folder beside ``name``, so that the text's own line
+    ``torch.save(..., name)`` writes there; ``name`` is then replaced by it, whole (atomic_path):
+    a save cut short leaves the previous file."""
+    with atomic_path(name, flag) as tmp:
+        # named as atomic_path's file, whose next save removes what a signal left
+        folder = tempfile.mkdtemp(dir=os.path.dirname(tmp), prefix=f"{Path(tmp).stem}.",
+                                  suffix=".tmp")
+        here = os.getcwd()
+        os.chdir(folder)
+        try:
+            yield
+            os.replace(name, tmp)
+        finally:
+            os.chdir(here)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

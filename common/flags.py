@@ -65,16 +65,17 @@ def a05(doc: str) -> argparse.Namespace:
 
 def a06(doc: str) -> argparse.Namespace:
     parser = Parser(doc)
-    parser.add_argument("--path", default="model.pth",
-                        help="where to save the trained model's state_dict "
-                             "(default: %(default)s, in the current directory)")
     parser.add_argument("--load", metavar="PATH", default=None,
                         help="restore this checkpoint instead of training "
-                             "(default: train, then save to --path)")
+                             "(default: train, then save to model.pth, here)")
     args = parser.parse_args()
-    if args.load is None and (problem := checkpoints.check_writable(args.path, "--path")):
-        parser.error(f"argument --path: {problem}")  # before training, not after it
+    # the text's model.pth, in the current folder: checked before training, not after it
+    if args.load is None and (problem := checkpoints.check_writable("model.pth", A06_FOLDER)):
+        parser.error(problem)
     return args
+
+
+A06_FOLDER = "folder to run a06 in"  # where the text's torch.save(..., "model.pth") writes
 
 
 def a07_device(text: str) -> torch.device | None:

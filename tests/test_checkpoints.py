@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import NeuralNetwork, checkpoints, runner
+from common import NeuralNetwork, checkpoints, flags, runner
 from conftest import ROOT, WINDOWS, CodeRunningPickle, copy_of, links, posix_signals, run, run_main
 
 
@@ -101,35 +101,47 @@ def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files):
     the edited script, run from its own path in the clone."""
     folder, _ = files
     source = (ROOT / "a06_save_load.py").read_text()
-    line = "torch.load(path, weights_only=True)))"
+    line = "torch.load(load, weights_only=True)))"
     assert line in source
     edited = {"__name__": "edited"}
-    exec(compile(source.replace(line, "torch.load(path, weights_only=True), strictt=True))"),
+    exec(compile(source.replace(line, "torch.load(load, weights_only=True), strictt=True))"),
                  str(ROOT / "a06_save_load.py"), "exec"), edited)
     with pytest.raises(TypeError, match="strictt"):
-        runner.run(edited["main"], "unused.pth", str(folder / "good.pth"))  # --load
+        runner.run(edited["main"], str(folder / "good.pth"))  # --load
 
 
-KILLED_MID_SAVE = """
+KILLED_MID_SAVE = {  # --snapshot's save, and a06's around the text's line
+    "atomic_path": """
 import os, signal, sys, torch
 from common import checkpoints
-with checkpoints.atomic_path(sys.argv[1]) as tmp:
+with checkpoints.atomic_path(sys.argv[1], "--snapshot") as tmp:
     torch.save({"w": torch.ones(100_000)}, tmp)
     os.truncate(tmp, os.path.getsize(tmp) // 2)  # as a write cut short
     os.kill(os.getpid(), signal.SIGKILL)
-"""
+""",
+    "saved_whole": """
+import os, signal, sys, torch
+from common import checkpoints
+os.chdir(os.path.dirname(sys.argv[1]))
+with checkpoints.saved_whole("model.pth", "folder"):
+    torch.save({"w": torch.ones(100_000)}, "model.pth")
+    os.truncate("model.pth", os.path.getsize("model.pth") // 2)  # as a write cut short
+    os.kill(os.getpid(), signal.SIGKILL)
+"""}
 
 
 @posix_signals
-def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans_up(tmp_path):
+@pytest.mark.parametrize("save", sorted(KILLED_MID_SAVE))
+def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans_up(save,
+                                                                                    tmp_path):
     target = tmp_path / "model.pth"
     torch.save({"w": torch.arange(10.0)}, target)
     before = target.read_bytes()
-    killed = run([sys.executable, "-c", KILLED_MID_SAVE, str(target)], ROOT)
+    killed = run([sys.executable, "-c", KILLED_MID_SAVE[save], str(target)], ROOT)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    assert len(list(tmp_path.glob(".model.pth.*.tmp"))) == 1, "not caught mid-save"
+    assert len(list(tmp_path.glob(".model.pth.*.tmp"))) >= 1, "not caught mid-save"
     assert target.read_bytes() == before
-    with checkpoints.atomic_path(str(target)) as tmp:
+    with checkpoints.atomic_path(str(target), "--snapshot") as tmp:
         torch.save({"w": torch.ones(3)}, tmp)
     assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
 
@@ -142,7 +154,7 @@ def test_a_writability_probe_a_signal_cut_short_goes_with_the_next_save(tmp_path
                         lambda **kwargs: probe(delete=False, **kwargs))  # as if killed in it
     assert checkpoints.check_writable(str(tmp_path / "s.pt"), "--snapshot") is None
     monkeypatch.undo()
-    with checkpoints.atomic_path(str(tmp_path / "s.pt")) as tmp:
+    with checkpoints.atomic_path(str(tmp_path / "s.pt"), "--snapshot") as tmp:
         torch.save({}, tmp)
     assert [p.name for p in tmp_path.iterdir()] == ["s.pt"]
 
@@ -151,7 +163,7 @@ def test_a_saved_file_has_the_modes_any_new_file_gets(tmp_path):
     """The temporary file is private (mkstemp); the saved one is not."""
     umask = os.umask(0o27)
     try:
-        with checkpoints.atomic_path(str(tmp_path / "model.pth")) as tmp:
+        with checkpoints.atomic_path(str(tmp_path / "model.pth"), "--snapshot") as tmp:
             torch.save({"w": torch.ones(3)}, tmp)
     finally:
         os.umask(umask)
@@ -161,11 +173,12 @@ def test_a_saved_file_has_the_modes_any_new_file_gets(tmp_path):
 def test_a_save_that_fails_keeps_the_previous_file(tmp_path):
     target = tmp_path / "model.pth"
     torch.save({"w": torch.ones(3)}, target)
-    with pytest.raises(AttributeError), checkpoints.atomic_path(str(target)) as tmp:
+    with pytest.raises(AttributeError), \
+            checkpoints.atomic_path(str(target), "--snapshot") as tmp:
         torch.save({"w": torch.zeros(3), "f": lambda: 0}, tmp)  # pickling fails partway
     with pytest.raises(runner.UserError, match="model.pth: cannot write it "
                                               r"\(No space left on device\)"), \
-            checkpoints.atomic_path(str(target)) as tmp:
+            checkpoints.atomic_path(str(target), "--snapshot") as tmp:
         raise OSError(28, "No space left on device")
     assert torch.equal(torch.load(target, weights_only=True)["w"], torch.ones(3))
     assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
@@ -178,9 +191,8 @@ def test_a_save_another_program_holds_is_tried_again_then_named(tmp_path, monkey
     is named, and the previous file stays."""
     real_replace, calls = os.replace, []
 
-    def held(source, target, times):
-        calls.append(target)
-        if len(calls) <= times:
+    def held(source, target, times):  # model.pth held, not the files it is saved through
+        if Path(target).name == "model.pth" and len(calls.append(target) or calls) <= times:
             raise PermissionError(13, "Access is denied")
         return real_replace(source, target)
 
@@ -190,39 +202,42 @@ def test_a_save_another_program_holds_is_tried_again_then_named(tmp_path, monkey
     assert run_main("a06_save_load.py", [], capsys)[0] == 0
     before = (tmp_path / "model.pth").read_bytes()
     monkeypatch.setattr(os, "replace", lambda s, t: held(s, t, 10**6))
-    with pytest.raises(runner.UserError) as error, checkpoints.atomic_path("model.pth") as tmp:
-        torch.save({}, tmp)
+    with pytest.raises(runner.UserError) as error, \
+            checkpoints.saved_whole("model.pth", flags.A06_FOLDER):
+        torch.save({}, "model.pth")
     assert str(error.value) == (
         "model.pth: cannot replace it (Access is denied): another program may hold the file (an "
-        "antivirus, OneDrive, an editor); close it, or choose another --path")
+        "antivirus, OneDrive, an editor); close it, or choose another folder to run a06 in")
     assert (tmp_path / "model.pth").read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
 
 
-@pytest.mark.parametrize("target, message", [
-    ("a_folder", "a_folder is a folder; give the path of a file"),
-    ("no/such/model.pth", "no/such/model.pth: cannot write there (No such file or directory)"),
-    pytest.param("/dev/null", "/dev/null is not a regular file", marks=pytest.mark.skipif(
-        WINDOWS, reason="/dev/null: Linux, macOS")),
+@pytest.mark.parametrize("make, message", [
+    (lambda here: (here / "model.pth").mkdir(), "model.pth is a folder"),
+    pytest.param(lambda here: (here / "model.pth").symlink_to("/dev/null"),
+                 "model.pth is not a regular file", marks=[links, pytest.mark.skipif(
+                     WINDOWS, reason="/dev/null: Linux, macOS")]),
 ])
-def test_a_path_that_cannot_be_written_is_refused_before_training(target, message, tmp_path,
-                                                                  monkeypatch, capsys):
+def test_a_model_pth_that_cannot_be_written_is_refused_before_training(make, message, tmp_path,
+                                                                       monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "a_folder").mkdir()
-    code, out, err = run_main("a06_save_load.py", ["--path", target], capsys)
+    make(tmp_path)
+    code, out, err = run_main("a06_save_load.py", [], capsys)
     assert (code, out) == (2, "")
-    assert f"error: argument --path: {message}" in err.splitlines()[-1]
+    assert err.splitlines()[-1].endswith(
+        f"error: {message}; choose another folder to run a06 in")
 
 
 @links
 def test_a_link_is_followed_and_its_target_replaced(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "real.pth").write_bytes(b"old")
-    (tmp_path / "link.pth").symlink_to("real.pth")
-    assert run_main("a06_save_load.py", ["--path", "link.pth"], capsys)[0] == 0
-    assert (tmp_path / "link.pth").is_symlink()
+    (tmp_path / "model.pth").symlink_to("real.pth")
+    assert run_main("a06_save_load.py", [], capsys)[0] == 0
+    assert (tmp_path / "model.pth").is_symlink()
     assert torch.load(tmp_path / "real.pth", weights_only=True).keys() == \
         NeuralNetwork(2, 2).state_dict().keys()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pth", "real.pth"]
 
 
 def test_a_diverged_run_never_replaces_a_saved_model(tmp_path):

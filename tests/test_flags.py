@@ -10,8 +10,8 @@ BAD_FLAGS = [
     ("a05_training_loop.py", ["--plot", "plot.jpg"], "argument --plot: plot.jpg: the plot is a "
                                                      "PNG; give a path ending in .png"),
     ("a05_training_loop.py", ["--lr", "0.1"], "unrecognized arguments: --lr 0.1"),  # retired
-    ("a06_save_load.py", ["--path", "no/such/m.pth"], "argument --path: no/such/m.pth: cannot "
-                                                      "write there"),
+    ("a06_save_load.py", ["--path", "m.pth"], "unrecognized arguments: --path m.pth"),  # retired
+    ("a06_save_load.py", ["--load"], "argument --load: expected one argument"),
     ("a07_gpu_single.py", ["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     ("a07_gpu_single.py", ["--device", "cuda"], "argument --device cuda: this machine has no "
                                                 "usable CUDA GPU"),

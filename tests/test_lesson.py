@@ -105,6 +105,40 @@ SECTION_9_2 = ["model = NeuralNetwork(num_inputs=2, num_outputs=2)",
                "logits = model(features)"]
 
 
+SECTION_5 = [
+    "model = NeuralNetwork(50, 3)", "print(model)",
+    "num_params = sum(p.numel() for p in model.parameters() if p.requires_grad)",
+    'print("Total number of trainable model parameters:", num_params)',
+    "model.layers[0].weight", "model.layers[0].weight.shape)",
+    "torch.manual_seed(123)", "model = NeuralNetwork(50, 3)", "model.layers[0].weight",
+    "torch.manual_seed(123)", "X = torch.rand((1, 50))", "out = model(X)", ", out)",
+    "with torch.no_grad():", "out = model(X)", ", out)",
+    "with torch.no_grad():", "out = torch.softmax(model(X), dim=1)", ", out)"]
+SECTION_6 = [
+    "train_ds = ToyDataset(X_train, y_train)", "test_ds = ToyDataset(X_test, y_test)",
+    "len(train_ds))", "torch.manual_seed(123)",
+    "train_loader = DataLoader(\ndataset=train_ds,\nbatch_size=2,\nshuffle=True,\n"
+    "num_workers=0\n)",
+    "test_loader = DataLoader(\ndataset=test_ds,\nbatch_size=2,\nshuffle=False,\n"
+    "num_workers=0\n)",
+    'for idx, (x, y) in enumerate(train_loader):\nprint(f"Batch {idx+1}:", x, y)',
+    "train_loader = DataLoader(\ndataset=train_ds,\nbatch_size=2,\nshuffle=True,\n"
+    "num_workers=0,\ndrop_last=True\n)",
+    'for idx, (x, y) in enumerate(train_loader):\nprint(f"Batch {idx+1}:", x, y)']
+SECTION_8 = ['torch.save(model.state_dict(), "model.pth")', "model = NeuralNetwork(2, 2)",
+             'model.load_state_dict(torch.load("model.pth", weights_only=True))']
+
+
+@pytest.mark.parametrize("script, lines", [("a03_mlp.py", SECTION_5),
+                                           ("a04_dataloaders.py", SECTION_6),
+                                           ("a06_save_load.py", SECTION_8)])
+def test_sections_5_6_and_8_carry_the_texts_statements_in_order(script, lines):
+    """As the text writes them, in its order (indentation aside); a label beside a printed
+    value is ours."""
+    source = "\n".join(line.strip() for line in (ROOT / script).read_text().splitlines())
+    assert in_order(source, lines) == []
+
+
 @pytest.mark.parametrize("script, lines", [("a05_training_loop.py", SECTION_7),
                                            ("a07_gpu_single.py", SECTION_7),
                                            ("a07_gpu_single.py", SECTION_9_2)])
