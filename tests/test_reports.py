@@ -66,7 +66,7 @@ def test_more_workers_than_cores_is_a_warning_and_the_same_batches(tmp_path, mon
     assert "num_workers=0" in entry("This DataLoader will create 4 worker processes")
     text = runpy.run_path(str(ROOT / "a04_dataloaders.py"))
     edited = runpy.run_path(str(copy_of("a04_dataloaders.py", tmp_path, {
-        "shuffle=True, num_workers=0)": "shuffle=True, num_workers=4)"})))
+        "shuffle=True,\n        num_workers=0\n": "shuffle=True,\n        num_workers=4\n"})))
     datasets = text["section_6_dataset"]()
     capsys.readouterr()
     text["section_6_loaders"](*datasets)
