@@ -332,8 +332,8 @@ def test_the_texts_rank_is_0_for_the_first_process_of_every_machine(monkeypatch)
     (init_process_group then waits for ranks 2 and 3, which never come); a08's lines read the
     global RANK."""
     source = (ROOT / "a08_ddp_torchrun.py").read_text()
-    ours = source[source.index('    if "RANK" in os.environ:'):source.index("    rank = 0\n")]
-    ours = textwrap.dedent(ours + "    rank = 0\n")
+    start = source.index("        world_size = 1\n") + len("        world_size = 1\n")
+    ours = textwrap.dedent(source[start:source.index("    rank = 0\n", start)] + "    rank = 0\n")
     ranks, our_ranks = [], []
     for variables in FIRST_PROCESSES:
         for name, value in variables.items():
