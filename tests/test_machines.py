@@ -284,12 +284,28 @@ def test_a_torch_without_torch_distributed(tmp_path):
         1, "error: missing.pth: no such file; check the path, or train and save first\n")
 
 
-def test_pip_install_asks_an_intel_mac_for_the_torch_it_has():
-    """PyTorch's last Intel-Mac wheels are 2.2.2, on NumPy 1.x: there, and only there."""
-    text = (ROOT / "pyproject.toml").read_text()
-    intel = "sys_platform == 'darwin' and platform_machine == 'x86_64'"
-    assert f'"torch==2.2.2; {intel}",' in text and f'"numpy>=1.24,<2; {intel}",' in text
-    assert "\"torch>=2.4; sys_platform != 'darwin' or platform_machine != 'x86_64'\"," in text
+MACHINE_MARKERS = {"windows": {"sys_platform": "win32", "platform_machine": "AMD64"},
+                   "linux": {"sys_platform": "linux", "platform_machine": "x86_64"},
+                   "an Intel Mac": {"sys_platform": "darwin", "platform_machine": "x86_64"},
+                   "an Apple silicon Mac": {"sys_platform": "darwin", "platform_machine": "arm64"}}
+
+
+@pytest.mark.parametrize("machine, accepted, refused", [
+    ("windows", ["2.4.1", "2.15.0"], ["2.4.0", "2.3.1"]),  # 2.4.0 lacks a DLL (pytorch#131662)
+    ("linux", ["2.4.0", "2.15.0"], ["2.3.1"]),
+    ("an Apple silicon Mac", ["2.4.0", "2.15.0"], ["2.3.1"]),
+    ("an Intel Mac", ["2.2.2"], ["2.4.0"]),  # PyTorch's last wheels there
+])
+def test_pip_install_asks_each_machine_for_a_torch_that_works_there(machine, accepted, refused):
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ reads pyproject.toml")
+    from packaging.requirements import Requirement
+    requirements = [Requirement(line) for line in tomllib.loads(
+        (ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    torch_here = [r.specifier for r in requirements
+                  if r.name == "torch" and r.marker.evaluate(MACHINE_MARKERS[machine])]
+    assert len(torch_here) == 1, torch_here
+    assert [v for v in accepted if v not in torch_here[0]] == []
+    assert [v for v in refused if v in torch_here[0]] == []
 
 
 MACHINES = {"pretend_cuda": "torch.cuda.is_available()", "pretend_mps":

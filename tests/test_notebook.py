@@ -23,6 +23,17 @@ def notebook_cells() -> list[str]:
     return [span for span in spans if span.startswith(("%pip", "!", "import ", "a05_"))]
 
 
+def test_the_readmes_notebook_cells_are_the_ones_the_kernel_runs():
+    """The Quick start's Colab and Jupyter line: the entry's first cells, which the stress run
+    executes in a real kernel (below)."""
+    readme = (ROOT / "README.md").read_text()
+    line = readme[readme.index("**In Colab or Jupyter**"):]
+    line = line[:line.index("\n\n")]
+    cells = [span for span in re.findall(r"`([^`]+)`", line)
+             if span.startswith(("%pip", "!", "import "))]
+    assert cells == notebook_cells()[:3]
+
+
 def test_the_notebook_entry_gives_cells_that_use_the_kernels_python():
     cells = notebook_cells()
     assert cells[0] == "%pip install -q ."

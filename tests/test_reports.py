@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from common import devices, gpu_guide, measure
+from common import devices, gpu_guide, gpu_howto, measure
 from conftest import ROOT, copy_of, run_main
 from test_readme import troubleshooting
 
@@ -26,9 +26,10 @@ def test_the_guides_checkpointing_passes_use_reentrant():
     gradients."""
     assert "use_reentrant=False" in entry("the use_reentrant parameter should be passed")
     torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # (torch 2.4's checkpoint also warns of its own autocast)
         assert measure.checkpointed_gradients_match(measure.Blocks(), torch.device("cpu"))
+    assert [str(w.message) for w in caught if "use_reentrant" in str(w.message)] == []
 
 
 def test_only_the_articles_sequence_first_transformer_warns_of_nested_tensors():
@@ -77,3 +78,57 @@ def test_more_workers_than_cores_is_a_warning_and_the_same_batches(tmp_path, mon
                                          "is 2"):
         edited["section_6_loaders"](*datasets)
     assert capsys.readouterr().out == with_none
+
+
+def test_the_guides_mixed_precision_on_a_cpu_never_disables_itself(capsys):
+    """The article's torch.autocast('cuda') and GradScaler on a CPU or a Mac switch themselves
+    off with a warning and train in float32; a07's use the device they train on, and say in
+    one line that float16 needs CUDA."""
+    assert "torch.autocast(device.type" in entry("but CUDA is not available. Disabling")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gpu_guide.mixed_precision(torch.device("cpu"))
+    assert [str(w.message) for w in caught if "Disabling" in str(w.message)] == []
+    assert " float16: needs CUDA, with torch.amp.GradScaler" in capsys.readouterr().out
+
+
+def test_the_guides_transformer_hides_windows_missing_flash_attention(monkeypatch, capsys):
+    """Windows' CUDA builds warn once from the attention kernel (simulated here): harmless,
+    another kernel computes it; a07 --gpu-guides goes on without showing it."""
+    assert "Harmless" in entry("1Torch was not compiled with flash attention")
+    attention = torch.nn.functional.scaled_dot_product_attention
+
+    def as_on_windows(*args, **kwargs):
+        warnings.warn("1Torch was not compiled with flash attention. (Triggered internally at "
+                      "C:\\actions-runner\\...\\sdp_utils.cpp:555.)", UserWarning, stacklevel=2)
+        return attention(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", as_on_windows)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gpu_guide.four_architectures(torch.device("cpu"))
+    assert [str(w.message) for w in caught if "flash attention" in str(w.message)] == []
+    assert "TransformerLM(1000, 64, 4, 2, 16): " in capsys.readouterr().out
+
+
+def test_the_howtos_data_parallel_wraps_a_model_already_moved(monkeypatch, capsys):
+    """Wrapped while still on the CPU, DataParallel refuses the first batch ('module must have
+    its parameters and buffers on device cuda:0'); the how-to's model moves first. A device
+    other than the CPU stands in for cuda:0: meta, which every torch has."""
+    assert "nn.DataParallel(model.to(" in entry("module must have its parameters and buffers")
+    wrapped = []
+
+    class DataParallel(torch.nn.Module):  # records where the model is when it is wrapped
+        def __init__(self, module, device_ids=None):
+            super().__init__()
+            self.module = module
+            wrapped.append({p.device for p in module.parameters()})
+
+        def forward(self, x):
+            return self.module(x)
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.nn, "DataParallel", DataParallel)
+    gpu_howto.data_parallel(torch.device("meta"))
+    assert wrapped == [{torch.device("meta")}]
+    assert "a batch of 8: output (8, 5)" in capsys.readouterr().out
