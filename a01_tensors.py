@@ -38,7 +38,7 @@ def section_2_1_ranks() -> torch.Tensor:
 
 
 def section_2_1_from_numpy() -> None:
-    # NOTEBOOK: this part is in the author's notebook for section 2.1, not in the text
+    # EXTRA: this function is the author's notebook for section 2.1, not the text's
     runner.heading("2.1 Tensors from NumPy arrays: a copy, or shared memory")
     ary3d = np.array([[[1, 2], [3, 4]], [[5, 6], [7, 8]]])
     tensor3d_2 = torch.tensor(ary3d)  # copies the NumPy array

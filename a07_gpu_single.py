@@ -76,7 +76,7 @@ def section_9_1_tensors_on_device(device):
     tensor_2 = torch.tensor([4.0, 5.0, 6.0])
     print("On the CPU:", tensor_1 + tensor_2)
     device = devices.show_device(device)  # EXTRA: the accelerator, named; or why none
-    if device.type != "cpu":
+    if device.type != "cpu":  # EXTRA: where there is one; the text writes .to("cuda")
         tensor_1, tensor_2 = tensor_1.to(device), tensor_2.to(device)
         print(f"On {device.type}:", tensor_1 + tensor_2)
         try:
