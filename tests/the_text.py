@@ -1,7 +1,8 @@
 """The published code our FIXED lines correct, built as ../shared/TUTORIAL_SPEC.md describes it
-statement by statement, for test_lesson.py's proofs: section 9.3's functions and the GPU guide's
-four models, unchanged. Nothing here is the companion's: a proof runs this, asserts its failure
-(or its wrong result), and runs the same assertion on the companion's line as its control."""
+statement by statement, for test_lesson.py's proofs: section 9.3's ddp_setup and the rank its
+__main__ reads, and the GPU guide's four models, unchanged. Nothing here is the companion's: a
+proof runs this, asserts its failure (or its wrong result), and runs the same assertion on the
+companion's line as its control."""
 
 import os
 import platform
@@ -10,10 +11,6 @@ import torch
 import torch.nn as nn
 from torch.distributed import init_process_group
 from torch.nn import Transformer
-from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler
-
-from common import ToyDataset, toy_data  # sections 5 and 6, as the text defines them
 
 
 # Section 9.3
@@ -28,37 +25,6 @@ def ddp_setup(rank, world_size):
     else:
         init_process_group(backend="nccl", rank=rank, world_size=world_size)
     torch.cuda.set_device(rank)
-
-
-def prepare_dataset():
-    X_train, y_train, X_test, y_test = toy_data()
-    train_ds = ToyDataset(X_train, y_train)
-    test_ds = ToyDataset(X_test, y_test)
-    train_loader = DataLoader(
-        dataset=train_ds,
-        batch_size=2,
-        shuffle=False,
-        pin_memory=True,
-        drop_last=True,
-        sampler=DistributedSampler(train_ds),
-    )
-    test_loader = DataLoader(dataset=test_ds, batch_size=2, shuffle=False)
-    return train_loader, test_loader
-
-
-def compute_accuracy(model, dataloader, device):
-    model = model.eval()
-    correct = 0.0
-    total_examples = 0
-    for idx, (features, labels) in enumerate(dataloader):  # noqa: B007 (the text's)
-        features, labels = features.to(device), labels.to(device)
-        with torch.no_grad():
-            logits = model(features)
-        predictions = torch.argmax(logits, dim=1)
-        compare = labels == predictions
-        correct += torch.sum(compare)
-        total_examples += len(compare)
-    return (correct / total_examples).item()
 
 
 def rank_in_main():
