@@ -21,15 +21,23 @@ def entry(message: str) -> str:
     return text[text.index(heading):].split("\n### ")[0]
 
 
+def warned(call, *args) -> str:
+    """Every warning ``call(*args)`` raised, one message a line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call(*args)
+    return "\n".join(str(w.message) for w in caught)
+
+
 def test_the_guides_checkpointing_passes_use_reentrant():
     """Left out, torch warns and takes the reentrant variant, whose blocks fed the data get no
     gradients."""
     assert "use_reentrant=False" in entry("the use_reentrant parameter should be passed")
     torch.manual_seed(0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")  # (torch 2.4's checkpoint also warns of its own autocast)
-        assert measure.checkpointed_gradients_match(measure.Blocks(), torch.device("cpu"))
-    assert [str(w.message) for w in caught if "use_reentrant" in str(w.message)] == []
+    matches = []  # (torch 2.4's checkpoint also warns of its own autocast: not this test's)
+    assert "use_reentrant" not in warned(lambda: matches.append(
+        measure.checkpointed_gradients_match(measure.Blocks(), torch.device("cpu"))))
+    assert matches == [True]
 
 
 def test_only_the_articles_sequence_first_transformer_warns_of_nested_tensors():
@@ -85,10 +93,7 @@ def test_the_guides_mixed_precision_on_a_cpu_never_disables_itself(capsys):
     off with a warning and train in float32; a07's use the device they train on, and say in
     one line that float16 needs CUDA."""
     assert "torch.autocast(device.type" in entry("but CUDA is not available. Disabling")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gpu_guide.mixed_precision(torch.device("cpu"))
-    assert [str(w.message) for w in caught if "Disabling" in str(w.message)] == []
+    assert "Disabling" not in warned(gpu_guide.mixed_precision, torch.device("cpu"))
     assert " float16: needs CUDA, with torch.amp.GradScaler" in capsys.readouterr().out
 
 
@@ -104,10 +109,7 @@ def test_the_guides_transformer_hides_windows_missing_flash_attention(monkeypatc
         return attention(*args, **kwargs)
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", as_on_windows)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gpu_guide.four_architectures(torch.device("cpu"))
-    assert [str(w.message) for w in caught if "flash attention" in str(w.message)] == []
+    assert "flash attention" not in warned(gpu_guide.four_architectures, torch.device("cpu"))
     assert "TransformerLM(1000, 64, 4, 2, 16): " in capsys.readouterr().out
 
 
