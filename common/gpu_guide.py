@@ -172,7 +172,7 @@ def batch_size_snippet(device: torch.device) -> None:
     # EXTRA: the model to the device, as the batches below: the snippet trains nothing, our
     # completion of it does
     model = model.to(device)
-    # EXTRA: this and the next seven lines: one epoch of section 9.2's training, which it lacks
+    # EXTRA: the next seven lines: one epoch of section 9.2's training, which it lacks
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     for features, labels in train_loader:
         features, labels = features.to(device), labels.to(device)
