@@ -63,6 +63,9 @@ def a05(doc: str) -> argparse.Namespace:
     return parser.parse_args()
 
 
+A06_FOLDER = "folder to run a06 in"  # where the text's torch.save(..., "model.pth") writes
+
+
 def a06(doc: str) -> argparse.Namespace:
     parser = Parser(doc)
     parser.add_argument("--load", metavar="PATH", default=None,
@@ -73,9 +76,6 @@ def a06(doc: str) -> argparse.Namespace:
     if args.load is None and (problem := checkpoints.check_writable("model.pth", A06_FOLDER)):
         parser.error(problem)
     return args
-
-
-A06_FOLDER = "folder to run a06 in"  # where the text's torch.save(..., "model.pth") writes
 
 
 def a07_device(text: str) -> torch.device | None:

@@ -291,21 +291,30 @@ MACHINE_MARKERS = {"windows": {"sys_platform": "win32", "platform_machine": "AMD
 
 
 @pytest.mark.parametrize("machine, accepted, refused", [
-    ("windows", ["2.4.1", "2.15.0"], ["2.4.0", "2.3.1"]),  # 2.4.0 lacks a DLL (pytorch#131662)
-    ("linux", ["2.4.0", "2.15.0"], ["2.3.1"]),
-    ("an Apple silicon Mac", ["2.4.0", "2.15.0"], ["2.3.1"]),
-    ("an Intel Mac", ["2.2.2"], ["2.4.0"]),  # PyTorch's last wheels there
+    # torch 2.4.0 for Windows lacks a DLL (pytorch#131662)
+    ("windows", ["torch 2.4.1", "torch 2.15.0", "numpy 2.0.0"],
+     ["torch 2.4.0", "torch 2.3.1", "numpy 1.26.4"]),
+    ("linux", ["torch 2.4.0", "torch 2.15.0", "numpy 2.0.0"], ["torch 2.3.1", "numpy 1.26.4"]),
+    ("an Apple silicon Mac", ["torch 2.4.0", "torch 2.15.0", "numpy 2.0.0"],
+     ["torch 2.3.1", "numpy 1.26.4"]),
+    # PyTorch's last wheels there: 2.2.2, built against NumPy 1.x
+    ("an Intel Mac", ["torch 2.2.2", "numpy 1.26.4"], ["torch 2.4.0", "numpy 2.0.0"]),
 ])
 def test_pip_install_asks_each_machine_for_a_torch_that_works_there(machine, accepted, refused):
     tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ reads pyproject.toml")
     from packaging.requirements import Requirement
     requirements = [Requirement(line) for line in tomllib.loads(
         (ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
-    torch_here = [r.specifier for r in requirements
-                  if r.name == "torch" and r.marker.evaluate(MACHINE_MARKERS[machine])]
-    assert len(torch_here) == 1, torch_here
-    assert [v for v in accepted if v not in torch_here[0]] == []
-    assert [v for v in refused if v in torch_here[0]] == []
+    here = [r for r in requirements if r.marker.evaluate(MACHINE_MARKERS[machine])]
+    assert sorted(r.name for r in here) == ["numpy", "torch"], here
+    specifier = {r.name: r.specifier for r in here}
+
+    def allows(package_version: str) -> bool:
+        name, version = package_version.split()
+        return version in specifier[name]
+
+    assert [v for v in accepted if not allows(v)] == []
+    assert [v for v in refused if allows(v)] == []
 
 
 MACHINES = {"pretend_cuda": "torch.cuda.is_available()", "pretend_mps":
