@@ -43,21 +43,21 @@ def ddp_setup(rank, world_size, timeout=120, device="auto"):  # EXTRA: our setti
 
     if platform.system() == "Windows":
         os.environ["USE_LIBUV"] = "0"  # torch for Windows is built without libuv
-    # FIXED: the text asks for NCCL everywhere but Windows; NCCL needs a GPU in every process,
-    # so gloo on CPUs (a laptop, a Mac, Windows, more processes than GPUs)
+    # EXTRA: NCCL where each process has a GPU of its own, as on the text's GPU machines; gloo
+    # elsewhere, where NCCL cannot run (a laptop, a Mac, Windows, more processes than GPUs)
     backend = "nccl" if devices.gpu_of_its_own(device) else "gloo"
     init_process_group(backend=backend, rank=rank, world_size=world_size,
                        timeout=timedelta(seconds=timeout),  # EXTRA: how long to wait for them
                        # EXTRA: where torchrun restarts a failed process, a store it can use
                        store=processes.store_for_torchrun_restarts(timeout))
 
-    if backend == "nccl":  # FIXED: set_device fails without CUDA; the text calls it always
+    if backend == "nccl":  # EXTRA: set_device needs a GPU, which gloo's processes may lack
         # EXTRA: this machine's GPU is LOCAL_RANK, as rank here is the global RANK (__main__)
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
 
 
 def prepare_dataset():  # NEW: section 6's data and loaders, in a function
-    X_train, y_train, X_test, y_test = toy_data()
+    X_train, y_train, X_test, y_test = toy_data()  # EXTRA: section 6's tensors, from common
 
     # The text's remedy for up to 8 GPUs, as five lines to uncomment:
     # factor = 4
@@ -165,7 +165,9 @@ if __name__ == "__main__":
         world_size = int(os.environ["WORLD_SIZE"])
     else:
         world_size = 1
-    if "RANK" in os.environ:  # FIXED: the global RANK: LOCAL_RANK repeats on every machine
+    # EXTRA: the global RANK, for two machines: the text reads LOCAL_RANK first, the same
+    # number on its one machine, but repeated on every machine
+    if "RANK" in os.environ:
         rank = int(os.environ["RANK"])
     else:
         rank = 0

@@ -1,7 +1,7 @@
 """The GPU guide that came with the tutorial, runnable (a07 --gpu-guides, on a07's device; its
-tensor cores: a07 --benchmark): first its models, where the published code fails or computes
-something wrong fixed (FIXED, and why), what we added marked EXTRA; then its parts, each under a
-heading, saying in one line what cannot run there."""
+tensor cores: a07 --benchmark): first its four models as it writes them, with its two defects
+FIXED; then its parts, each under a heading, what we added to them marked EXTRA, saying in one
+line what cannot run there."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import warnings
 
 import torch
 import torch.nn as nn
+from torch.nn import Transformer
 from torch.utils.data import DataLoader, TensorDataset
 
 from common import NeuralNetwork, compute_accuracy, measure, toy_loaders
@@ -17,109 +18,100 @@ from common.devices import device_to_show
 from common.runner import heading
 
 
+# The article's four classes as it writes them, but for its two defects, each marked below:
+# a PositionalEncoding it never defines, and the causal mask its language model lacks
 class ConvNet(nn.Module):
-    """The guide's image classifier, its layers in two groups (the fix sits between them)."""
-
     def __init__(self, num_classes=10):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 32, kernel_size=3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, kernel_size=3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            # FIXED: Linear(64 * 7 * 7, ...) fits only 28 to 31 pixels, and CIFAR-10's 32 x 32
-            # fails; pooled to 7 x 7, any size fits (on MPS, multiples of 28: pytorch#96056)
-            nn.AdaptiveAvgPool2d((7, 7)),
-        )
-        self.classifier = nn.Sequential(
-            nn.Flatten(),
-            nn.Linear(64 * 7 * 7, 128),
-            nn.ReLU(),
-            nn.Linear(128, num_classes),
-        )
+        super(ConvNet, self).__init__()
+        self.conv1 = nn.Conv2d(in_channels=3, out_channels=32, kernel_size=3, padding=1)
+        self.relu1 = nn.ReLU()
+        self.pool1 = nn.MaxPool2d(kernel_size=2, stride=2)
+        self.conv2 = nn.Conv2d(in_channels=32, out_channels=64, kernel_size=3, padding=1)
+        self.relu2 = nn.ReLU()
+        self.pool2 = nn.MaxPool2d(kernel_size=2, stride=2)
+        self.fc1 = nn.Linear(in_features=64 * 7 * 7, out_features=128)
+        self.relu3 = nn.ReLU()
+        self.fc2 = nn.Linear(in_features=128, out_features=num_classes)
 
     def forward(self, x):
-        return self.classifier(self.features(x))
+        out = self.conv1(x)
+        out = self.relu1(out)
+        out = self.pool1(out)
+        out = self.conv2(out)
+        out = self.relu2(out)
+        out = self.pool2(out)
+        out = out.view(out.size(0), -1)
+        out = self.fc1(out)
+        out = self.relu3(out)
+        out = self.fc2(out)
+        return out
 
 
 class RNNClassifier(nn.Module):
-    """The guide's sequence classifier: embedding, RNN, a linear layer on the last state."""
-
     def __init__(self, vocab_size, embedding_dim, hidden_dim, num_classes):
-        super().__init__()
+        super(RNNClassifier, self).__init__()
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
-        # FIXED: nn.RNN reads (sequence, batch) by default: a DataLoader's (batch, sequence)
-        # ids gave one output per position, not per sequence
-        self.rnn = nn.RNN(embedding_dim, hidden_dim, batch_first=True)
+        self.rnn = nn.RNN(embedding_dim, hidden_dim)
         self.fc = nn.Linear(hidden_dim, num_classes)
 
     def forward(self, x):
         embedded = self.embedding(x)
-        _, hidden = self.rnn(embedded)  # hidden: (1, batch, hidden_dim)
-        return self.fc(hidden[-1])
+        _, hidden = self.rnn(embedded)
+        output = self.fc(hidden.squeeze(0))
+        return output
 
 
 class LSTMGenerator(nn.Module):
-    """The guide's text generator: embedding, LSTM, a linear layer on the last step."""
-
     def __init__(self, vocab_size, embedding_dim, hidden_dim, num_layers):
-        super().__init__()
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
+        super(LSTMGenerator, self).__init__()
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
         self.lstm = nn.LSTM(embedding_dim, hidden_dim, num_layers, batch_first=True)
         self.fc = nn.Linear(hidden_dim, vocab_size)
 
-    def forward(self, x, h0=None, c0=None):
-        if h0 is None:  # EXTRA: zero states where the caller passes none, to start a sequence
-            shape = (self.num_layers, x.shape[0], self.hidden_dim)
-            h0, c0 = torch.zeros(shape, device=x.device), torch.zeros(shape, device=x.device)
-        out, (hn, cn) = self.lstm(self.embedding(x), (h0, c0))
-        # the next token's logits, and the states to continue from
-        return self.fc(out[:, -1, :]), (hn, cn)
+    def forward(self, x, h0, c0):
+        embedded = self.embedding(x)
+        output, (hn, cn) = self.lstm(embedded, (h0, c0))
+        output = self.fc(output[:, -1, :])
+        return output, (hn, cn)
 
 
 class PositionalEncoding(nn.Module):
-    """FIXED: used by the article but never defined (NameError): the sinusoidal encoding."""
+    """FIXED: used by the article but never defined (NameError): the sinusoidal encoding of
+    "Attention Is All You Need", for the (sequence, batch) token ids the article passes it."""
 
-    def __init__(self, d_model, max_len=512):
+    def __init__(self, d_model, max_len):
         super().__init__()
         position = torch.arange(max_len).unsqueeze(1)
         scale = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
-        encoding = torch.zeros(max_len, d_model)
-        encoding[:, 0::2] = torch.sin(position * scale)
-        encoding[:, 1::2] = torch.cos(position * scale)
-        self.register_buffer("encoding", encoding)
+        encoding = torch.zeros(max_len, 1, d_model)
+        encoding[:, 0, 0::2] = torch.sin(position * scale)
+        encoding[:, 0, 1::2] = torch.cos(position * scale)
+        # a constant, not a weight: outside the state_dict, which stays the article's
+        self.register_buffer("encoding", encoding, persistent=False)
 
-    def forward(self, x):
-        return x + self.encoding[:x.shape[1]]
+    def forward(self, ids):
+        return self.encoding[:ids.size(0)]  # (sequence, 1, d_model), added to every sequence
 
 
 class TransformerLM(nn.Module):
-    """The guide's language model: embedding, positions, Transformer layers, a linear layer."""
-
     def __init__(self, vocab_size, d_model, nhead, num_layers, seq_len):
-        super().__init__()
+        super(TransformerLM, self).__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
-        # EXTRA: ours adds the positions to the embeddings it is given (the article's call
-        # passes the token ids to a PositionalEncoding it never defines)
-        self.pos_encoder = PositionalEncoding(d_model, max_len=seq_len)
-        # FIXED: batch_first: the article's sequence-first nn.Transformer, given a DataLoader's
-        # (batch, sequence) ids, attends across the batch: one sequence changes another's output
-        layer = nn.TransformerEncoderLayer(d_model, nhead, batch_first=True)
-        # EXTRA: one stack of layers over the tokens so far, where the article has an encoder
-        # and a decoder: a language model's input is its target, shifted by one
-        self.transformer = nn.TransformerEncoder(layer, num_layers)
+        self.pos_encoding = PositionalEncoding(d_model, seq_len)
+        self.transformer = Transformer(d_model=d_model, nhead=nhead,
+                                       num_encoder_layers=num_layers,
+                                       num_decoder_layers=num_layers)
         self.fc = nn.Linear(d_model, vocab_size)
 
-    def forward(self, x):
-        # FIXED: a causal mask: without one (the article passes no tgt_mask), position t sees
-        # the tokens after t, the ones it must predict
-        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device)
-        hidden = self.transformer(self.pos_encoder(self.embedding(x)), mask=mask, is_causal=True)
-        return self.fc(hidden)  # logits for every position: (batch, sequence, vocab)
+    def forward(self, src, tgt):
+        src = self.embedding(src) + self.pos_encoding(src)
+        tgt = self.embedding(tgt) + self.pos_encoding(tgt)
+        # FIXED: a causal mask, this line and the next: without one (the article passes no
+        # tgt_mask), target position t sees the tokens after t, the ones it must predict
+        tgt_mask = Transformer.generate_square_subsequent_mask(tgt.size(0), device=tgt.device)
+        output = self.transformer(src, tgt, tgt_mask=tgt_mask)
+        output = self.fc(output)
+        return output
 
 
 def run(device: torch.device) -> None:
@@ -216,29 +208,39 @@ def memory_and_checkpointing(device: torch.device) -> None:
 
 
 def four_architectures(device: torch.device) -> None:
-    heading("GPU guide: four architectures, corrected")
+    heading("GPU guide: four architectures, as published (two defects fixed)")
     torch.manual_seed(0)
-    cases = [
-        # 56 x 56 images: not the 28 x 28 the article's layer sizes assume, yet pooled to 7 x 7
-        # on every device (Apple's MPS pools only to a size that divides the input's)
-        ("ConvNet(num_classes=10)", ConvNet(10), torch.randn(4, 3, 56, 56)),
-        ("RNNClassifier(1000, 32, 64, 5)", RNNClassifier(1000, 32, 64, 5),
-         torch.randint(0, 1000, (4, 7))),
-        ("LSTMGenerator(1000, 32, 64, 2)", LSTMGenerator(1000, 32, 64, 2),
-         torch.randint(0, 1000, (4, 7))),
-        ("TransformerLM(1000, 64, 4, 2, 16)", TransformerLM(1000, 64, 4, 2, 16),
-         torch.randint(0, 1000, (4, 16))),
-    ]
-    for name, model, batch in cases:
+    # nn.Transformer's note on nested tensors, as built: harmless (TROUBLESHOOTING.md)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
+        # each on the input its own code implies (the caller builds the LSTM's states)
+        cases = [
+            ("ConvNet(num_classes=10)", ConvNet(num_classes=10), (torch.randn(4, 3, 28, 28),),
+             "28 x 28 images, as its 64 * 7 * 7 implies; CIFAR-10's 32 x 32 fail: mat1 and mat2 "
+             "shapes cannot be multiplied (4x4096 and 3136x128)"),
+            ("RNNClassifier(1000, 32, 64, 5)", RNNClassifier(1000, 32, 64, 5),
+             (torch.randint(0, 1000, (7, 4)),),
+             "(sequence, batch) ids, nn.RNN's layout; a DataLoader's (batch, sequence) ids "
+             "give one answer per position, silently: pass ids.T"),
+            ("LSTMGenerator(1000, 32, 64, 2)", LSTMGenerator(1000, 32, 64, 2),
+             (torch.randint(0, 1000, (4, 7)), torch.zeros(2, 4, 64), torch.zeros(2, 4, 64)),
+             "(batch, sequence) ids (its batch_first=True) and zero states h0, c0"),
+            ("TransformerLM(1000, 64, 4, 2, 16)", TransformerLM(1000, 64, 4, 2, 16),
+             (torch.randint(0, 1000, (16, 4)), torch.randint(0, 1000, (16, 4))),
+             "(sequence, batch) ids, src and tgt, nn.Transformer's layout; (batch, sequence) "
+             "ids mix a batch's sequences, silently: pass ids.T"),
+        ]
+    for name, model, inputs, note in cases:
         model = model.to(device)
         with warnings.catch_warnings():  # Windows' CUDA builds: harmless (TROUBLESHOOTING.md)
             warnings.filterwarnings("ignore", message=".*Torch was not compiled with flash")
-            out = model(batch.to(device))
+            out = model(*(tensor.to(device) for tensor in inputs))
         out = out[0] if isinstance(out, tuple) else out  # LSTMGenerator: (logits, states)
         out.float().mean().backward()
         parameters = sum(p.numel() for p in model.parameters())
-        print(f"{name}: {parameters:,} parameters; input {tuple(batch.shape)} -> output "
-              f"{tuple(out.shape)}, forward and backward on {device.type}")
+        shapes = ", ".join(str(tuple(tensor.shape)) for tensor in inputs)
+        print(f"{name}: {parameters:,} parameters; input {shapes} -> output "
+              f"{tuple(out.shape)}, forward and backward on {device.type}\n  {note}")
 
 
 def train_in_precision(amp: str | None, device: torch.device) -> tuple[list[float], float]:

@@ -207,7 +207,7 @@ RUNS = {  # what many tests read, run once when first asked: key -> (its command
                       ("no_libuv",)),
     "a07 --gpu-guides": (lambda: [sys.executable, str(ROOT / "a07_gpu_single.py"),
                                   "--gpu-guides", "--device", "cpu", "--benchmark", "--sizes",
-                                  "64,256"], ("mps_pooling", "no_setuptools")),
+                                  "64,256"], ("no_setuptools",)),
 }
 
 
@@ -215,7 +215,7 @@ RUNS = {  # what many tests read, run once when first asked: key -> (its command
 def runs(tmp_path_factory):
     """``runs(key)``: the result of one of ``RUNS``, run when a test first asks for it, in a
     folder of its own (``.cwd``); a08 in torchrun's ways, on a torch without libuv (as
-    Windows'), a07 with the GPU articles on MPS's pooling."""
+    Windows')."""
     results: dict = {}
 
     def get(key: str) -> subprocess.CompletedProcess:

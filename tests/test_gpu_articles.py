@@ -9,12 +9,7 @@ import torch
 
 import the_text
 from common import gpu_guide, gpu_howto, measure
-from common.gpu_guide import (
-    LSTMGenerator,
-    TransformerLM,
-    memory_and_checkpointing,
-    mixed_precision,
-)
+from common.gpu_guide import LSTMGenerator, memory_and_checkpointing, mixed_precision
 from conftest import section
 
 HEADINGS = ["GPU how-to and GPU guide: device basics",
@@ -22,13 +17,12 @@ HEADINGS = ["GPU how-to and GPU guide: device basics",
             "GPU guide: mixed precision",
             "GPU guide: the batch-size snippet, corrected",
             "GPU guide: batch size, memory and gradient checkpointing",
-            "GPU guide: four architectures, corrected"]
+            "GPU guide: four architectures, as published (two defects fixed)"]
 
 
 @pytest.fixture(scope="module")
 def guides(runs) -> str:
-    """a07 with the articles and the benchmark (sizes 64 and 256), on a torch whose adaptive
-    pooling refuses what MPS refuses (conftest.RUNS)."""
+    """a07 with the articles and the benchmark (sizes 64 and 256) (conftest.RUNS)."""
     result = runs("a07 --gpu-guides")
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -101,52 +95,92 @@ def test_memory_grows_with_batch_and_checkpointing_lowers_it(guides):
     assert "Gradients with checkpointing equal those without: True" in text
 
 
-def test_four_architectures_output_shapes(guides):
+def test_four_architectures_run_on_the_input_their_code_implies(guides):
     text = section(guides, HEADINGS[5])
-    assert "ConvNet(num_classes=10): 422,218 parameters; input (4, 3, 56, 56) -> output (4, 10)" \
+    assert "ConvNet(num_classes=10): 422,218 parameters; input (4, 3, 28, 28) -> output (4, 10)" \
         in text
-    assert "input (4, 7) -> output (4, 5)" in text  # RNNClassifier: batch first
-    assert "input (4, 7) -> output (4, 1000)" in text  # LSTMGenerator
-    assert "input (4, 16) -> output (4, 16, 1000)" in text  # TransformerLM
+    assert "input (7, 4) -> output (4, 5)" in text  # RNNClassifier: (sequence, batch)
+    assert "input (4, 7), (2, 4, 64), (2, 4, 64) -> output (4, 1000)" in text  # LSTMGenerator
+    assert "input (16, 4), (16, 4) -> output (16, 4, 1000)" in text  # TransformerLM
 
 
-def test_lstm_builds_its_own_initial_states_and_returns_them_for_the_next_step():
+def test_the_traps_a07_names_are_what_the_classes_do(guides):
+    """Each line a07 prints under a class, run: CIFAR-10's images fail with the message it
+    quotes; batch-first ids give the RNN one answer per position and mix the Transformer's
+    sequences, with no error."""
+    text = section(guides, HEADINGS[5])
+    torch.manual_seed(0)
+    with pytest.raises(RuntimeError) as raised:
+        gpu_guide.ConvNet(num_classes=10)(torch.randn(4, 3, 32, 32))
+    assert f"CIFAR-10's 32 x 32 fail: {raised.value}\n" in text
+    assert "(batch, sequence) ids give one answer per position, silently: pass ids.T" in text
+    batch_first = torch.randint(0, 1000, (4, 7))
+    assert gpu_guide.RNNClassifier(1000, 32, 64, 5)(batch_first).shape == (7, 5)
+    assert "(batch, sequence) ids mix a batch's sequences, silently: pass ids.T" in text
+    model = gpu_guide.TransformerLM(1000, 64, 4, 2, 16).eval()
+    other = batch_first.clone()
+    other[0] = (other[0] + 1) % 1000  # only the first of the 4 sequences changed
+    with torch.no_grad():
+        moved = model(batch_first, batch_first)[1:] - model(other, other)[1:]
+    assert moved.abs().max() > 1e-3  # the other three sequences' outputs changed
+
+
+def published_and_ours(name: str, *args):
+    """The article's class (tests/the_text.py) and ours, ours holding the article's weights."""
+    torch.manual_seed(0)
+    article = getattr(the_text, name)(*args).eval()
+    ours = getattr(gpu_guide, name)(*args).eval()
+    ours.load_state_dict(article.state_dict())  # strict: the same names and shapes
+    return article, ours
+
+
+@pytest.mark.parametrize(("name", "args", "inputs"), [
+    ("ConvNet", (10,), lambda: (torch.randn(4, 3, 28, 28),)),
+    ("RNNClassifier", (100, 8, 16, 3), lambda: (torch.randint(0, 100, (7, 4)),)),
+    ("LSTMGenerator", (50, 8, 16, 2),
+     lambda: (torch.randint(0, 50, (4, 7)), torch.zeros(2, 4, 16), torch.zeros(2, 4, 16))),
+])
+@torch.no_grad()
+def test_our_classes_compute_what_the_articles_compute(name, args, inputs):
+    """The three classes without a defect are the article's: with its weights, on the input
+    its code implies, the same outputs (the LSTM's states too)."""
+    article, ours = published_and_ours(name, *args)
+    given = inputs()
+    expected, got = article(*given), ours(*given)
+    for a, b in zip(torch.utils._pytree.tree_leaves(expected),
+                    torch.utils._pytree.tree_leaves(got), strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+@torch.no_grad()
+def test_our_transformer_has_the_articles_parameters_and_is_causal(monkeypatch):
+    """The article's TransformerLM, built with a PositionalEncoding (it defines none): ours has
+    the same parameters under the same names, and target position t sees no token after t."""
+    monkeypatch.setattr(the_text, "PositionalEncoding", gpu_guide.PositionalEncoding,
+                        raising=False)
+    _, ours = published_and_ours("TransformerLM", 100, 32, 4, 2, 16)
+    src, tgt = torch.randint(0, 100, (16, 2)), torch.randint(0, 100, (16, 2))
+    later = tgt.clone()
+    later[10] = (later[10] + 1) % 100
+    before, after = ours(src, tgt), ours(src, later)
+    assert torch.allclose(before[:10], after[:10], atol=1e-6)  # t < 10: unchanged
+    assert not torch.allclose(before[10:], after[10:])  # t >= 10 sees the change
+
+
+def test_the_lstm_returns_its_states_for_the_next_step():
     """The article's interface: (logits, (hn, cn)); generation carries the states on, so one
-    token at a time gives what the whole sequence gives."""
+    token at a time, from zero states, gives what the whole sequence gives."""
     torch.manual_seed(0)
     model = LSTMGenerator(50, 8, 16, 2).eval()
-    tokens = torch.randint(0, 50, (4, 7))
-    logits, (hn, cn) = model(tokens)
+    tokens, zeros = torch.randint(0, 50, (4, 7)), torch.zeros(2, 4, 16)
+    logits, (hn, cn) = model(tokens, zeros, zeros)
     assert logits.shape == (4, 50) and hn.shape == cn.shape == (2, 4, 16)
-    h, c = None, None
+    h, c = zeros, zeros
     with torch.no_grad():
         for step in range(7):
             stepwise, (h, c) = model(tokens[:, step:step + 1], h, c)
     assert torch.allclose(stepwise, logits, atol=1e-6)
-
-
-def test_the_lstms_default_states_are_the_zeros_the_articles_caller_passes():
-    """EXTRA, not FIXED: the article's forward(x, h0, c0) runs with zero states; ours makes
-    them where none are given, and computes what the article's model computes with them."""
-    torch.manual_seed(0)
-    ours = LSTMGenerator(50, 8, 16, 2).eval()
-    article = the_text.LSTMGenerator(50, 8, 16, 2).eval()
-    article.load_state_dict(ours.state_dict())
-    tokens, zeros = torch.randint(0, 50, (4, 7)), torch.zeros(2, 4, 16)
-    with torch.no_grad():
-        assert torch.equal(ours(tokens)[0], article(tokens, zeros, zeros)[0])
-
-
-def test_transformer_causal_mask_hides_later_tokens():
-    torch.manual_seed(0)
-    model = TransformerLM(100, 32, 4, 2, 16).eval()
-    tokens = torch.randint(0, 100, (2, 16))
-    changed = tokens.clone()
-    changed[:, 10] = (changed[:, 10] + 1) % 100
-    with torch.no_grad():
-        before, after = model(tokens), model(changed)
-    assert torch.allclose(before[:, :10], after[:, :10], atol=1e-6)  # t < 10: unchanged
-    assert not torch.allclose(before[:, 10:], after[:, 10:])  # t >= 10 sees the change
 
 
 class Torch25MpsAutocast:

@@ -3,22 +3,14 @@ every marker true. A `# FIXED:` line names, in FIXED_PROOFS, the test that runs 
 code (tests/the_text.py) where it fails and asserts the failure, with our line as its control;
 a `# NEW:` line is one the text itself changes in that section (NEW_LINES)."""
 
-import functools
-import os
-import platform
 import re
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
-import torch.distributed as dist
 
-import a08_ddp_torchrun as a08
 import the_text
-from common import gpu_guide, processes
-from conftest import ROOT, clean_env, copy_of, free_port, run_together
+from common import gpu_guide
+from conftest import ROOT
 
 TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
     "from torch.distributed import destroy_process_group, init_process_group",
@@ -244,20 +236,16 @@ def test_new_marks_only_the_texts_own_changes(script):
             if not m.startswith(text)] == []
 
 
-GPUS = torch.cuda.device_count()  # asked before the tests hide the machine's GPUs
 FIXED_PROOFS = {  # the start of a FIXED comment -> the test that runs the text's code failing
-    "the text asks for NCCL": "test_the_texts_ddp_setup_fails_in_a_process_without_a_gpu",
-    "set_device fails without CUDA": "test_the_texts_set_device_fails_in_a_process_without_a_gpu",
-    "the global RANK": "test_the_texts_rank_is_0_for_the_first_process_of_every_machine",
-    "Linear(64 * 7 * 7": "test_the_articles_convnet_fails_on_cifar_10s_32_by_32_images",
-    "nn.RNN reads (sequence, batch)": "test_the_articles_rnn_gives_one_output_per_position",
     "used by the article but never": "test_the_articles_transformer_names_an_undefined_class",
-    "batch_first: the article's": "test_the_articles_transformer_mixes_the_sequences_of_a_batch",
     "a causal mask": "test_the_articles_transformer_lets_a_position_see_later_tokens",
 }
+
+
 def test_every_fixed_line_names_the_test_that_runs_the_text_failing():
-    """The proofs are below: each builds the text's code from tests/the_text.py (or its
-    statement, written out), asserts the failure by type and message, and runs our line too."""
+    """The proofs are below: each builds the text's code from tests/the_text.py, in the text's
+    own setting, asserts the failure by type and message (or the wrong result), and runs the
+    same assertion on our line as its control."""
     comments = [(path.name, line.split("FIXED: ", 1)[1]) for path in MARKED_FILES
                 for line in path.read_text().splitlines() if "FIXED: " in line]
     unproven = [c for c in comments if not any(c[1].startswith(k) for k in FIXED_PROOFS)]
@@ -266,136 +254,10 @@ def test_every_fixed_line_names_the_test_that_runs_the_text_failing():
     assert {k for k in FIXED_PROOFS if not any(c.startswith(k) for _, c in comments)} == set()
 
 
-def in_a_process_without_a_gpu(test):
-    """A laptop's, a Mac's, a CPU-only node's, or a process beyond a machine's GPUs: this
-    process where the machine has no GPU; else the test again, in a Python that sees none
-    (CUDA, once started here, keeps the devices it found)."""
-    @functools.wraps(test)
-    def run_there(*args, **kwargs):
-        if GPUS == 0 or os.environ.get("COMPANION_RERUN_WITHOUT_A_GPU"):
-            return test(*args, **kwargs)
-        env = clean_env() | {"CUDA_VISIBLE_DEVICES": "", "COMPANION_RERUN_WITHOUT_A_GPU": "1"}
-        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p",
-                                 "no:cacheprovider", "-q", f"{__file__}::{test.__name__}"],
-                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0 and re.search(r"^1 passed", result.stdout, re.M), \
-            result.stdout[-3000:]
-    return run_there
-
-
-def leaves_its_group(setup, *args):
-    """``setup(*args)`` (a ddp_setup), and the group it made gone, whatever it raised."""
-    try:
-        setup(*args)
-    finally:
-        if dist.is_initialized():
-            processes.leave_group()
-
-
-@pytest.mark.filterwarnings("ignore:Attempted to get default timeout for nccl")
-@in_a_process_without_a_gpu
-def test_the_texts_ddp_setup_fails_in_a_process_without_a_gpu(monkeypatch):
-    """The text's ddp_setup on Linux or macOS: NCCL, which a build without CUDA lacks and a CUDA
-    build refuses without a GPU; a08's takes gloo there."""
-    if dist.is_nccl_available():
-        expected = ValueError, "ProcessGroupNCCL is only supported with GPUs, no GPUs found"
-    else:
-        expected = RuntimeError, "Distributed package doesn't have NCCL built in"
-    monkeypatch.setattr(platform, "system", lambda: "Linux")
-    with pytest.raises(expected[0], match=expected[1]):
-        leaves_its_group(the_text.ddp_setup, 0, 1)
-    leaves_its_group(a08.ddp_setup, 0, 1)  # the control: ours joins, with gloo
-
-
-@in_a_process_without_a_gpu
-def test_the_texts_set_device_fails_in_a_process_without_a_gpu(monkeypatch):
-    """The text's ddp_setup on Windows: gloo joins, then set_device(rank) has no GPU (a CPU
-    build lacks even the call); a08's calls it only for NCCL."""
-    monkeypatch.setattr(platform, "system", lambda: "Windows")
-    monkeypatch.setenv("USE_LIBUV", "0")  # restored after the test; the text sets it
-    if torch.version.cuda is None:
-        expected = AttributeError, "has no attribute '_cuda_setDevice'"
-    else:
-        expected = RuntimeError, "No CUDA GPUs are available|Found no NVIDIA driver"
-    with pytest.raises(expected[0], match=expected[1]):
-        leaves_its_group(the_text.ddp_setup, 0, 1)
-    leaves_its_group(a08.ddp_setup, 0, 1)
-
-
-# torchrun's variables for the first process on each of two machines of two processes
-FIRST_PROCESSES = [{"LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "4"},
-                   {"LOCAL_RANK": "0", "RANK": "2", "WORLD_SIZE": "4"}]
-
-
-def test_the_texts_rank_is_0_for_the_first_process_of_every_machine(monkeypatch):
-    """The text's __main__ takes LOCAL_RANK first: on two machines two processes are rank 0
-    (init_process_group then waits for ranks 2 and 3, which never come); a08's lines read the
-    global RANK."""
-    source = (ROOT / "a08_ddp_torchrun.py").read_text()
-    start = source.index("        world_size = 1\n") + len("        world_size = 1\n")
-    ours = textwrap.dedent(source[start:source.index("    rank = 0\n", start)] + "    rank = 0\n")
-    ranks, our_ranks = [], []
-    for variables in FIRST_PROCESSES:
-        for name, value in variables.items():
-            monkeypatch.setenv(name, value)
-        ranks.append(the_text.rank_in_main())
-        exec(ours, namespace := {"os": os})
-        our_ranks.append(namespace["rank"])
-    assert ranks == [0, 0]
-    assert our_ranks == [0, 2]
-
-
-@pytest.mark.stress
-def test_the_texts_local_rank_gives_two_machines_a_rank_0_each(tmp_path):
-    """The same, run: the text's rank lines in a copy of a08 under two torchruns, one a
-    machine: both processes take rank 0, and neither gets past init_process_group."""
-    texts = {'    if "RANK" in os.environ:':
-             '    if "LOCAL_RANK" in os.environ:\n        rank = int(os.environ["LOCAL_RANK"])\n'
-             '    elif "RANK" in os.environ:'}
-    script, port = copy_of("a08_ddp_torchrun.py", tmp_path, texts), free_port()
-    results = run_together({node: [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
-                                   f"--node_rank={node}", "--nproc_per_node=1",
-                                   "--master_addr=127.0.0.1", f"--master_port={port}",
-                                   str(script), "--timeout", "10"] for node in (0, 1)},
-                           lambda node: tmp_path)
-    for result in results.values():
-        assert "PyTorch version" in result.stdout  # each the text's rank 0
-        assert result.returncode != 0 and "Epoch" not in result.stdout
-
-
-def test_the_articles_convnet_fails_on_cifar_10s_32_by_32_images():
-    """Two 2 x 2 poolings bring 28 to 31 pixels to the 7 x 7 its Linear takes; 3 channels and 10
-    classes suggest CIFAR-10, whose 32 x 32 does not fit. Ours takes any size."""
-    article, ours = the_text.ConvNet(num_classes=10), gpu_guide.ConvNet(num_classes=10)
-    for size in (28, 31):
-        assert article(torch.randn(1, 3, size, size)).shape == (1, 10)
-    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
-        article(torch.randn(1, 3, 32, 32))
-    assert ours(torch.randn(1, 3, 32, 32)).shape == (1, 10)
-
-
-def test_the_articles_rnn_gives_one_output_per_position():
-    """4 sequences of 7 token ids, (batch, sequence) as a DataLoader stacks them: the article's
-    RNNClassifier answers 7 times, once per position; ours 4 times, once per sequence."""
-    ids = torch.randint(0, 100, (4, 7))
-    assert the_text.RNNClassifier(100, 8, 16, 3)(ids).shape == (7, 3)
-    assert gpu_guide.RNNClassifier(100, 8, 16, 3)(ids).shape == (4, 3)
-
-
 def test_the_articles_transformer_names_an_undefined_class():
     with pytest.raises(NameError, match="name 'PositionalEncoding' is not defined"):
         the_text.TransformerLM(100, 16, 2, 1, 7)
     assert isinstance(gpu_guide.TransformerLM(100, 16, 2, 1, 7), torch.nn.Module)
-
-
-@pytest.fixture
-def articles_transformer(monkeypatch):
-    """The article's TransformerLM, with a PositionalEncoding that adds nothing (the article
-    defines none), in eval mode (no dropout): the silent defects below are the layers'."""
-    monkeypatch.setattr(the_text, "PositionalEncoding",
-                        lambda d_model, seq_len: lambda ids: 0, raising=False)
-    torch.manual_seed(0)
-    return the_text.TransformerLM(100, 16, 2, 1, 7).eval()
 
 
 def changed(ids: torch.Tensor, where: tuple) -> torch.Tensor:
@@ -407,28 +269,16 @@ def changed(ids: torch.Tensor, where: tuple) -> torch.Tensor:
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
 @torch.no_grad()
-def test_the_articles_transformer_mixes_the_sequences_of_a_batch(articles_transformer):
-    """A DataLoader's (batch, sequence) ids: sequence 0 changed, the others' outputs change.
-    (Sequence 0, not a later one: read sequence-first, it is "position" 0, which a causal mask
-    shows to every later one, so our control turns red without batch_first.)"""
+def test_the_articles_transformer_lets_a_position_see_later_tokens(monkeypatch):
+    """Fed (sequence, batch) ids, as its layers read them, with a PositionalEncoding that adds
+    nothing (the article defines none) and no dropout: with no tgt_mask, the output at target
+    position 0 changes with the target's last token, the kind it is trained to predict."""
+    monkeypatch.setattr(the_text, "PositionalEncoding",
+                        lambda d_model, seq_len: lambda ids: 0, raising=False)
     torch.manual_seed(0)
-    ids = torch.randint(0, 100, (4, 7))
-    other = changed(ids, (0, 3))  # sequence 0 only
-    before, after = articles_transformer(ids, ids), articles_transformer(other, other)
-    assert not torch.allclose(before[1:], after[1:])  # sequences 1 to 3 moved
+    article = the_text.TransformerLM(100, 16, 2, 1, 7).eval()
     ours = gpu_guide.TransformerLM(100, 16, 2, 1, 7).eval()
-    assert torch.equal(ours(ids)[1:], ours(other)[1:])
-
-
-@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
-@torch.no_grad()
-def test_the_articles_transformer_lets_a_position_see_later_tokens(articles_transformer):
-    """Fed (sequence, batch), as its layers read: with no tgt_mask, the output at position 0
-    changes with the target's last token, the kind it is trained to predict."""
-    torch.manual_seed(0)
     ids = torch.randint(0, 100, (7, 4))
-    before = articles_transformer(ids, ids)
-    after = articles_transformer(ids, changed(ids, (6, 0)))
-    assert not torch.allclose(before[0, 0], after[0, 0])
-    ours, batch_first = gpu_guide.TransformerLM(100, 16, 2, 1, 7).eval(), ids.T
-    assert torch.allclose(ours(batch_first)[0, 0], ours(changed(batch_first, (0, 6)))[0, 0])
+    for model, sees_later_tokens in ((article, True), (ours, False)):
+        before, after = model(ids, ids), model(ids, changed(ids, (6, 0)))
+        assert torch.allclose(before[0, 0], after[0, 0]) is not sees_later_tokens
