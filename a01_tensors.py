@@ -31,6 +31,7 @@ def section_2_1_ranks() -> torch.Tensor:
     tensor1d = torch.tensor([1, 2, 3])  # rank 1: from a list
     tensor2d = torch.tensor([[1, 2], [3, 4]])  # rank 2: from a nested list
     tensor3d = torch.tensor([[[1, 2], [3, 4]], [[5, 6], [7, 8]]])  # rank 3
+    # EXTRA: the four printed, which the text only builds
     for name, tensor in [("tensor0d", tensor0d), ("tensor1d", tensor1d),
                          ("tensor2d", tensor2d), ("tensor3d", tensor3d)]:
         print(f"{name} (rank {tensor.ndim}):\n{tensor!s}")

@@ -23,6 +23,7 @@ def section_5_architecture() -> None:
     print("model.layers[0].weight.shape:", model.layers[0].weight.shape)
 
 
+# EXTRA: Exercise A.3, which the book asks in section 7 (A.7): here, beside section 5's count
 def section_5_exercise_a3() -> None:
     runner.heading("5 Exercise A.3: parameters of NeuralNetwork(2, 2)")
     model = NeuralNetwork(2, 2)

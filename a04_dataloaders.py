@@ -13,9 +13,10 @@ from common import ToyDataset, flags, runner, toy_data
 
 def section_6_dataset() -> tuple[ToyDataset, ToyDataset]:
     runner.heading("6 Setting up efficient data loaders: the toy data")
+    # EXTRA: the text's four tensors, written out in common/__init__.py (sections 7 to 9 use them)
     X_train, y_train, X_test, y_test = toy_data()
-    print("X_train:\n", X_train, sep="")
-    # The blog's text shows four labels here, a typo: there is one per example.
+    print("X_train:\n", X_train, sep="")  # EXTRA: printed, which the text only builds
+    # EXTRA: likewise; the blog's text shows four labels here, a typo: one per example
     print("y_train:", y_train)
     train_ds = ToyDataset(X_train, y_train)
     test_ds = ToyDataset(X_test, y_test)

@@ -24,23 +24,30 @@ from common import (
 )
 
 
+# EXTRA: section 7's training again, as a05 runs it: the text's section 8 saves the model
+# section 7 trained, which a script of its own must train first
 def train_as_in_section_7(model: torch.nn.Module, train_loader: DataLoader,
                           optimizer: torch.optim.Optimizer, num_epochs: int) -> None:
-    """Section 7's loop, as a05 runs it."""
     for epoch in range(num_epochs):
+
         model.train()
         for batch_idx, (features, labels) in enumerate(train_loader):
+
             logits = model(features)
-            loss = F.cross_entropy(logits, labels)
+
+            loss = F.cross_entropy(logits, labels)  # Loss function
 
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
 
-            print(f"Epoch: {epoch + 1:03d}/{num_epochs:03d}"
+            ### LOGGING
+            print(f"Epoch: {epoch+1:03d}/{num_epochs:03d}"
                   f" | Batch {batch_idx:03d}/{len(train_loader):03d}"
                   f" | Train/Val Loss: {loss:.2f}")
+
         model.eval()
+        # Optional model evaluation
 
 
 def predict(model: torch.nn.Module) -> torch.Tensor:

@@ -24,9 +24,6 @@ from common import (
 def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gpu_guides=False):
     runner.heading("9.1 Computations on GPU devices")
     section_9_1_tensors_on_device(chosen)
-    if benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
-        exercise_a4(sizes)
-        gpu_guide.tensor_cores(max(sizes))
 
     runner.heading("9.2 Single-GPU training")
     train_loader, test_loader = toy_loaders()  # section 6's loaders
@@ -63,32 +60,40 @@ def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gp
         model.eval()
         # Optional model evaluation
 
+    # EXTRA: section 7's accuracy, on the device (9.2 prints none), this line and the next two
     runner.heading("9.2 compute_accuracy")
     print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
     print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
+    if benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
+        exercise_a4(sizes)
+        gpu_guide.tensor_cores(max(sizes))
     if gpu_guides:  # EXTRA: the two GPU articles, on the device chosen above
         gpu_howto.run(device)
         gpu_guide.run(device)
 
 
 def section_9_1_tensors_on_device(device):
+    print("torch.cuda.is_available():", torch.cuda.is_available())
     tensor_1 = torch.tensor([1.0, 2.0, 3.0])
     tensor_2 = torch.tensor([4.0, 5.0, 6.0])
     print("On the CPU:", tensor_1 + tensor_2)
     device = devices.show_device(device)  # EXTRA: the accelerator, named; or why none
-    if device.type != "cpu":  # EXTRA: where there is one; the text writes .to("cuda")
-        tensor_1, tensor_2 = tensor_1.to(device), tensor_2.to(device)
-        print(f"On {device.type}:", tensor_1 + tensor_2)
-        try:
-            print(tensor_1 + tensor_2.to("cpu"))
-        except RuntimeError as err:  # EXTRA: the error printed, and the script goes on
-            print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
+    if device.type == "cpu":  # EXTRA: the rest needs an accelerator
+        return
+    tensor_1 = tensor_1.to(device)  # EXTRA: the accelerator found, where the text writes "cuda"
+    tensor_2 = tensor_2.to(device)  # EXTRA: likewise
+    print(f"On {device.type}:", tensor_1 + tensor_2)
+    tensor_1 = tensor_1.to("cpu")
+    try:  # EXTRA: the error printed, and the script goes on
+        print(tensor_1 + tensor_2)
+    except RuntimeError as err:
+        print("Adding a CPU tensor to it fails:", str(err).splitlines()[0])
 
 
 
 def exercise_a4(sizes):  # EXTRA: Exercise A.4, with --benchmark
     """The solution's own case, a table of sizes, and where the accelerator starts to win."""
-    runner.heading("9.1 Exercise A.4: when does the accelerator win?")
+    runner.heading("9.2 Exercise A.4: when does the accelerator win?")
     found = devices.accelerator()
     devices_here = [torch.device("cpu")] + ([torch.device(found)] if found else [])
     timed = ", ".join(f"{device.type.upper()} "

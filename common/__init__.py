@@ -7,7 +7,7 @@ Sections 5 to 9 all use these, so each is defined once here and the scripts impo
 This file imports nothing of ours: it can be pasted into a notebook as it is.
 
 Beside it: ``gpu_howto.py`` and ``gpu_guide.py``, the two GPU articles that came with the
-tutorial (a07 --gpu-guides; section 9.1's Exercise A.4 is in a07), and the companion's
+tutorial (a07 --gpu-guides; Exercise A.4, at the end of section 9.2, is in a07), and the companion's
 machinery, which you need not read to follow the tutorial: ``flags.py`` (every script's
 flags), ``runner.py`` (a script's run and its one-line errors), ``devices.py`` (devices, the
 install check), ``checkpoints.py`` (safe saves, loads, a08's snapshots), ``processes.py``
@@ -110,8 +110,10 @@ class NeuralNetwork(torch.nn.Module):
         return logits
 
 
+# NEW: section 9.3's change: ``device``, where section 7 writes (model, dataloader); the
+# default keeps section 7's calls
 def compute_accuracy(model, dataloader, device="cpu"):
-    """Section 7 (``device`` from section 9.2): the fraction of examples classified correctly."""
+    """Section 7: the fraction of examples classified correctly."""
 
     model = model.eval()
     correct = 0.0
@@ -119,7 +121,7 @@ def compute_accuracy(model, dataloader, device="cpu"):
 
     for idx, (features, labels) in enumerate(dataloader):
 
-        features, labels = features.to(device), labels.to(device)
+        features, labels = features.to(device), labels.to(device)  # NEW: section 9.3's line
 
         with torch.no_grad():
             logits = model(features)

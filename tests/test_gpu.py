@@ -31,7 +31,7 @@ def test_a07_sections_9_1_and_9_2_and_exercise_a4_on_cuda(tmp_path):
     assert "Adding a CPU tensor to it fails: Expected all tensors to be on the same device" in text
     assert loss_lines(section(result.stdout, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
     assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in result.stdout
-    a4 = section(result.stdout, "9.1 Exercise A.4")
+    a4 = section(result.stdout, "9.2 Exercise A.4")
     assert re.search(r"^The solution's own case, 100x200 @ 200x300: CPU [\d.]+ us, CUDA [\d.]+ "
                      r"us$", a4, flags=re.M) and "|  CUDA (ms) | speed-up" in a4
     assert re.search(r"^The CUDA (wins from size \d+ on|did not win at any size measured)\.$",

@@ -254,6 +254,7 @@ def test_every_fixed_line_names_the_test_that_runs_the_text_failing():
     assert {k for k in FIXED_PROOFS if not any(c.startswith(k) for _, c in comments)} == set()
 
 
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
 def test_the_articles_transformer_names_an_undefined_class():
     with pytest.raises(NameError, match="name 'PositionalEncoding' is not defined"):
         the_text.TransformerLM(100, 16, 2, 1, 7)
