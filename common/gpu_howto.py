@@ -30,6 +30,7 @@ class LinearRegression(nn.Module):
 
 def device_basics(device: torch.device) -> None:
     heading("GPU how-to and GPU guide: device basics")
+    # EXTRA: the checks, this line to the if/else, written out from the prose (the code was lost)
     cuda = torch.cuda.is_available()
     print("torch.cuda.is_available():", cuda)
     print("torch.cuda.device_count():", torch.cuda.device_count())
@@ -39,24 +40,25 @@ def device_basics(device: torch.device) -> None:
             print(f"torch.cuda.get_device_name({index}):", torch.cuda.get_device_name(index))
     else:
         print(f"torch.cuda.current_device() and get_device_name(0) would name GPU 0 {NO_CUDA}")
-    print("device:", device)
+    print("device:", device)  # EXTRA: a07's device, where the how-to picks CUDA or the CPU
     x = torch.tensor([4, 5, 6], device=device)
     print("torch.tensor([4, 5, 6], device=device).device:", x.device)
     print("x.get_device():", x.get_device(), "(-1: the CPU)" if x.device.type == "cpu" else "")
-    print("x.to(device):", x.to(device))
-    for index in range(torch.cuda.device_count()):
+    print("x.to(device):", x.to(device))  # EXTRA: the garbled move, written out
+    for index in range(torch.cuda.device_count()):  # EXTRA: likewise, to each GPU by index
         print(f'x.to("cuda:{index}"):', x.to(f"cuda:{index}"))
     y = torch.rand(100, 30)
-    if cuda:
+    if cuda:  # EXTRA: .cuda() only where there is CUDA; its .device, which the how-to shows
         print("torch.rand(100, 30).cuda().device:", y.cuda().device,
               "| .cpu().device:", y.cuda().cpu().device)
     else:
         print(f"tensor.cuda() would copy it to GPU 0, .cpu() back {NO_CUDA}")
-    missing = torch.cuda.device_count()
+    missing = torch.cuda.device_count()  # EXTRA: this line to the print: a GPU that is not there
     try:
         torch.zeros(1).to(f"cuda:{missing}")
     except (RuntimeError, AssertionError) as err:
         print(f'x.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
+    # EXTRA: the guide's garbled .to('cuda') and .to('cpu') lines, written out on a07's device
     image = torch.randn(1, 3, 224, 224).to(device)
     conv = nn.Conv2d(3, 64, kernel_size=3, padding=1).to(device)
     out = conv(image).to("cpu")
@@ -69,6 +71,8 @@ def data_parallel(device: torch.device) -> None:
     model = LinearRegression(2, 5)
     print(model)
     gpus = torch.cuda.device_count()
+    # EXTRA: this if/else for the how-to's nn.DataParallel(model, device_ids=[0]): every GPU,
+    # on a07's device, and the batch it then leaves out ("move the model and inputs")
     if device.type == "cuda" or not gpus:
         # over the GPUs only where the run is on CUDA: DataParallel needs the model on cuda:0
         model = nn.DataParallel(model.to(device), device_ids=list(range(gpus)) or None)
@@ -79,12 +83,14 @@ def data_parallel(device: torch.device) -> None:
         ran = "The model itself"
     out = model(torch.randn(8, 2, device=device))
     print(f"{ran}, a batch of 8: output {tuple(out.shape)}")
+    # EXTRA: what DataParallel does, and the how-to's advice to prefer DDP, as prints
     print("With 0 GPUs DataParallel calls the module itself; with 1 it runs on that GPU; with "
           "several\nit splits each batch across them in one process and gathers the outputs "
           "on GPU 0.")
     print("DistributedDataParallel (a08) runs one process per GPU instead, with no single "
           "GPU gathering\neverything and no Python lock shared between GPUs: PyTorch "
           "recommends it over DataParallel.")
+    # EXTRA: the how-to's DistributedDataParallelCPU(model), with no process group, fails: asked
     alias = getattr(nn.parallel, "DistributedDataParallelCPU", None)
     print("nn.parallel.DistributedDataParallelCPU:",
           "a deprecated alias of DistributedDataParallel" if alias is not None else "removed",
