@@ -1,6 +1,7 @@
 """The scripts beside the text: its lines in its order, nothing of ours in its batch loop, and
 every marker true. A `# FIXED:` line names, in FIXED_PROOFS, the test that runs the text's own
-code (tests/the_text.py) where it fails and asserts the failure, with our line as its control;
+code (tests/the_text.py) in the text's own setting, where it fails, and asserts the failure,
+with our line as its control;
 a `# NEW:` line is one the text itself changes in that section (NEW_LINES)."""
 
 import re
