@@ -13,8 +13,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import torch.distributed as dist
-from torch.distributed.elastic.utils.distributed import get_free_port as free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIMS = ROOT / "tests" / "shims"
@@ -22,8 +20,6 @@ sys.path.insert(0, str(ROOT))  # the tests import the scripts and common/, as th
 sys.path.append(str(SHIMS))
 
 from answers import hide_accelerators  # noqa: E402
-
-from common import processes  # noqa: E402
 
 # Windows' rules, where the suite runs on Windows or simulates it (SIMULATE_WINDOWS=1, a step of
 # .ci/run: subprocess refuses preexec_fn, symbolic links need developer mode, no `ps`)
@@ -51,6 +47,13 @@ TUTORIAL_LOSS_LINES = [
     "Epoch: 003/003 | Batch 000/002 | Train/Val Loss: 0.03",
     "Epoch: 003/003 | Batch 001/002 | Train/Val Loss: 0.00",
 ]
+
+
+def free_port() -> int:
+    """torch's own free port (imported here, not above: xdist's controller, which runs no test,
+    then starts its workers without waiting for an import of torch)."""
+    from torch.distributed.elastic.utils.distributed import get_free_port
+    return get_free_port()
 
 
 def loss_lines(out: str) -> list[str]:
@@ -185,6 +188,9 @@ def section(out: str, title: str) -> str:
 def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
     """``python script argv`` in this process (its ``__main__`` block): (exit status, stdout,
     stderr). For what ends before any real work, without a new interpreter."""
+    import torch.distributed as dist
+
+    from common import processes
     old_argv, sys.argv = sys.argv, [script, *argv]
     real_exit, os._exit = os._exit, exit_here  # a08's way out of a process group
     try:
@@ -194,20 +200,21 @@ def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     finally:
         sys.argv, os._exit = old_argv, real_exit
-        if dist.is_initialized():  # left by a08's error: leave it as a08 does
+        if dist.is_available() and dist.is_initialized():  # left by a08's error, as a08 does
             processes.leave_group()
     out, err = capsys.readouterr()
     return code, out, err
 
 
 RUNS = {  # what many tests read, run once when first asked: key -> (its command, shims)
-    **{name: (lambda name=name: [sys.executable, str(ROOT / name)], ()) for name in SCRIPTS},
+    **{name: (lambda name=name: [sys.executable, str(ROOT / name)], ()) for name in SCRIPTS
+       if name != "a07_gpu_single.py"},  # its run is --gpu-guides's, below
     "a08 N=2": (lambda: a08_command(nproc=2), ()),
     "a08 --spawn 2": (lambda: a08_command("--spawn", "2", "--snapshot", "final.pt"),
                       ("no_libuv",)),
     "a07 --gpu-guides": (lambda: [sys.executable, str(ROOT / "a07_gpu_single.py"),
-                                  "--gpu-guides", "--device", "cpu", "--benchmark", "--sizes",
-                                  "64,256"], ("no_setuptools",)),
+                                  "--gpu-guides", "--benchmark", "--sizes", "64,256"],
+                         ("no_setuptools",)),
 }
 
 

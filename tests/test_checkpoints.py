@@ -3,8 +3,8 @@
 import io
 import os
 import signal
-import sys
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from common import NeuralNetwork, checkpoints, flags, runner
-from conftest import ROOT, WINDOWS, CodeRunningPickle, copy_of, links, posix_signals, run, run_main
+from conftest import ROOT, WINDOWS, CodeRunningPickle, copy_of, links, posix_signals, run_main
 
 
 def saved_on(device: str, path: Path) -> None:
@@ -110,35 +110,44 @@ def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files):
         runner.run(edited["main"], str(folder / "good.pth"))  # --load
 
 
-KILLED_MID_SAVE = {  # --snapshot's save, and a06's around the text's line
-    "atomic_path": """
-import os, signal, sys, torch
-from common import checkpoints
-with checkpoints.atomic_path(sys.argv[1], "--snapshot") as tmp:
-    torch.save({"w": torch.ones(100_000)}, tmp)
-    os.truncate(tmp, os.path.getsize(tmp) // 2)  # as a write cut short
+def killed_mid_save(save: str, target: Path) -> int:
+    """``save`` (--snapshot's atomic_path, or a06's saved_whole around the text's line) writing
+    half of ``target``'s new file, then SIGKILLed: no finally, no handler runs. In a forked
+    copy of this process (POSIX: marker posix_signals), not a new interpreter: its exit
+    status."""
+    tensors = {"w": torch.ones(100_000)}  # made here: the child only writes
+    with warnings.catch_warnings():  # Python 3.12+: fork of a process with threads
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        try:
+            if save == "atomic_path":
+                with checkpoints.atomic_path(str(target), "--snapshot") as tmp:
+                    half_saved(tensors, tmp)
+            else:
+                os.chdir(target.parent)
+                with checkpoints.saved_whole("model.pth", "folder"):
+                    half_saved(tensors, "model.pth")
+        finally:
+            os._exit(1)  # never reached but where the save failed
+    return os.waitpid(pid, 0)[1]
+
+
+def half_saved(tensors: dict, path: str) -> None:
+    torch.save(tensors, path)
+    os.truncate(path, os.path.getsize(path) // 2)  # as a write cut short
     os.kill(os.getpid(), signal.SIGKILL)
-""",
-    "saved_whole": """
-import os, signal, sys, torch
-from common import checkpoints
-os.chdir(os.path.dirname(sys.argv[1]))
-with checkpoints.saved_whole("model.pth", "folder"):
-    torch.save({"w": torch.ones(100_000)}, "model.pth")
-    os.truncate("model.pth", os.path.getsize("model.pth") // 2)  # as a write cut short
-    os.kill(os.getpid(), signal.SIGKILL)
-"""}
 
 
 @posix_signals
-@pytest.mark.parametrize("save", sorted(KILLED_MID_SAVE))
+@pytest.mark.parametrize("save", ["atomic_path", "saved_whole"])
 def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans_up(save,
                                                                                     tmp_path):
     target = tmp_path / "model.pth"
     torch.save({"w": torch.arange(10.0)}, target)
     before = target.read_bytes()
-    killed = run([sys.executable, "-c", KILLED_MID_SAVE[save], str(target)], ROOT)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    status = killed_mid_save(save, target)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
     leftovers = {"atomic_path": 1, "saved_whole": 2}[save]  # saved_whole's: a file, a folder
     assert len(list(tmp_path.glob(".model.pth.*.tmp"))) == leftovers, "not caught mid-save"
     assert target.read_bytes() == before
@@ -243,16 +252,17 @@ def test_a_link_is_followed_and_its_target_replaced(tmp_path, monkeypatch, capsy
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pth", "real.pth"]
 
 
-def test_a_diverged_run_never_replaces_a_saved_model(tmp_path):
+def test_a_diverged_run_never_replaces_a_saved_model(tmp_path, monkeypatch, capsys):
     """A learner's lr=1e30: the loss prints as nan (they should see it), and the saved model
     stays as it was, with one line saying why."""
-    copy_of("a06_save_load.py", tmp_path, {"lr=0.5)": "lr=1e30)"})
+    copy = copy_of("a06_save_load.py", tmp_path, {"lr=0.5)": "lr=1e30)"})
     torch.save(NeuralNetwork(2, 2).state_dict(), tmp_path / "model.pth")
     before = (tmp_path / "model.pth").read_bytes()
-    result = run([sys.executable, "a06_save_load.py"], tmp_path)
-    assert result.returncode == 1
-    assert "Train/Val Loss: nan" in result.stdout and "Saved" not in result.stdout
-    assert result.stderr == ("error: the model's weights are no longer finite numbers (the "
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(str(copy), [], capsys)
+    assert code == 1
+    assert "Train/Val Loss: nan" in out and "Saved" not in out
+    assert err == ("error: the model's weights are no longer finite numbers (the "
                              "loss diverged: is the learning rate too large?), so nothing was "
                              "written to model.pth\n")
     assert (tmp_path / "model.pth").read_bytes() == before

@@ -1,5 +1,5 @@
-"""a07 --gpu-guides: the two GPU articles, corrected, on the CPU (every machine);
-tests/test_gpu.py runs them on CUDA."""
+"""a07 --gpu-guides --benchmark, a07's one run: sections 9.1 and 9.2, Exercise A.4, and the two
+GPU articles, corrected, on the CPU (every machine); tests/test_gpu.py runs them on CUDA."""
 
 import re
 import warnings
@@ -10,7 +10,7 @@ import torch
 import the_text
 from common import gpu_guide, gpu_howto, measure
 from common.gpu_guide import LSTMGenerator, memory_and_checkpointing, mixed_precision
-from conftest import section
+from conftest import TUTORIAL_LOSS_LINES, loss_lines, section
 
 HEADINGS = ["GPU how-to and GPU guide: device basics",
             "GPU how-to: DataParallel and DistributedDataParallel",
@@ -21,11 +21,31 @@ HEADINGS = ["GPU how-to and GPU guide: device basics",
 
 
 @pytest.fixture(scope="module")
-def guides(runs) -> str:
-    """a07 with the articles and the benchmark (sizes 64 and 256) (conftest.RUNS)."""
+def a07(runs):
+    """a07 with the articles and the benchmark (sizes 64 and 256) (conftest.RUNS): the one run
+    of a07, as a learner runs it, from a folder of its own."""
     result = runs("a07 --gpu-guides")
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def guides(a07) -> str:
+    return a07.stdout
+
+
+def test_a07_sections_9_1_and_9_2_on_a_cpu(guides):
+    text = section(guides, "9.1 Computations on GPU devices")
+    assert "On the CPU: tensor([5., 7., 9.])\nTraining device: cpu (no accelerator found).\n" \
+        in text
+    assert "tensor([5., 7., 9.], device='cuda:0')" in text
+    assert loss_lines(section(guides, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
+    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(guides,
+                                                                      "9.2 compute_accuracy")
+
+
+def test_a07_runs_alone_from_another_folder_and_leaves_no_litter(a07):
+    assert list(a07.cwd.iterdir()) == []
 
 
 def test_exercise_a4_table(guides):

@@ -137,11 +137,3 @@ def test_the_howtos_data_parallel_wraps_a_model_already_moved(monkeypatch, capsy
     assert wrapped == [{torch.device("meta")}]
     assert "a batch of 8: output (8, 5)" in capsys.readouterr().out
 
-
-def test_a08_on_a_cpu_pins_no_memory_and_so_gives_no_warning(runs):
-    """A CPU-only machine: torch warns for every loader that pins; a08 pins only for NCCL
-    (test_a08.py), so its run shows no such line."""
-    assert "pin_memory=torch.cuda.is_available()" in entry("'pin_memory' argument is set")
-    result = runs("a08_ddp_torchrun.py")
-    assert result.returncode == 0, result.stderr
-    assert "'pin_memory' argument is set as true" not in result.stderr

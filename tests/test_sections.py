@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+from test_reports import entry
 
 from conftest import (
     ROOT,
@@ -217,22 +218,6 @@ def test_a06_load_restores_without_training(a06, capsys, monkeypatch):
         "Training accuracy: 1.0\nTest accuracy: 1.0\n" in out
 
 
-@pytest.fixture(scope="module")
-def a07(runs):
-    return runs("a07_gpu_single.py")
-
-
-def test_a07_sections_9_1_and_9_2_on_a_cpu(a07):
-    assert a07.returncode == 0, a07.stderr
-    text = section(a07.stdout, "9.1 Computations on GPU devices")
-    assert "On the CPU: tensor([5., 7., 9.])\nTraining device: cpu (no accelerator found).\n" \
-        in text
-    assert "tensor([5., 7., 9.], device='cuda:0')" in text
-    assert loss_lines(section(a07.stdout, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
-    assert "Training accuracy: 1.0\nTest accuracy: 1.0\n" in section(a07.stdout,
-                                                                      "9.2 compute_accuracy")
-
-
 SECTIONS = ["1.3", "Sections 3 and 4", "Section 5", "Section 6", "Section 7", "Section 8",
             "Sections 9.1 and 9.2", "Section 9.3"]
 
@@ -246,8 +231,9 @@ def test_help_names_the_section_and_every_default(script, number, capsys):
     assert blocks and all("default" in block for block in blocks if "--help" not in block)
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", [name for name in SCRIPTS if name != "a07_gpu_single.py"])
 def test_each_script_runs_alone_from_another_folder_and_leaves_no_litter(script, runs):
+    """(a07: test_gpu_articles.py, whose run of a07 is its only one)"""
     result = runs(script)
     assert result.returncode == 0, result.stderr
     assert re.search(r"=== \d", result.stdout), "no numbered section heading"
@@ -263,6 +249,15 @@ def test_a08_as_one_plain_process_prints_the_published_scripts_losses(runs):
                                    "0.66", "0.33", "0.10", "0.07", "0.04", "0.01"], strict=True)]
     assert "[CPU0] Training accuracy 1.0\n[CPU0] Test accuracy 1.0\n" in out
     assert "Parameters identical in all 1 processes: True" in out
+
+
+def test_a08_on_a_cpu_pins_no_memory_and_so_gives_no_warning(runs):
+    """A CPU-only machine: torch warns for every loader that pins; a08 pins only for NCCL
+    (test_a08.py), so its run shows no such line."""
+    assert "pin_memory=torch.cuda.is_available()" in entry("'pin_memory' argument is set")
+    result = runs("a08_ddp_torchrun.py")
+    assert result.returncode == 0, result.stderr
+    assert "'pin_memory' argument is set as true" not in result.stderr
 
 
 def test_walkthrough_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):

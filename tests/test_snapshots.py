@@ -95,6 +95,9 @@ LEARNERS_EDITS = {  # what the text invites a learner to change, and what a08 th
               "the model's layers.0.weight is (30, 2) in the snapshot, (40, 2) in this script"),
     "adam": ("a08_ddp_torchrun.py", {"torch.optim.SGD(": "torch.optim.Adam("},
              "it was written by torch.optim.SGD, this script uses torch.optim.Adam"),
+    "three classes": ("a08_ddp_torchrun.py", {"num_outputs=2)": "num_outputs=3)"},
+                      "the model's layers.4.weight is (2, 20) in the snapshot, (3, 20) in this "
+                      "script"),
 }
 MISFITS = [("wider", "torchrun 2"), ("adam", "torchrun 2"), ("wider", "spawn 2"),
            ("adam", "torchrun 1"), ("adam", "plain")]
@@ -102,13 +105,13 @@ MISFIT_LINE = ("error: s.pt does not fit this script ({}): give another --snapsh
                "delete s.pt to start afresh")
 
 
-@pytest.mark.parametrize("misfits", [MISFITS[:1], pytest.param(MISFITS, marks=pytest.mark.stress)],
-                         ids=["torchrun 2", "every launch"])
-def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(misfits, one_process, capsys,
+@pytest.mark.stress
+def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, capsys,
                                                                   tmp_path_factory):
     """A learner's copy of a08 (and common/), edited after the snapshot was written, run each
     way at once: rank 0's one line, the other processes silent, exit 1, no epoch trained, the
-    snapshot untouched. (Adam for SGD, in this process: the next test.)"""
+    snapshot untouched. (The same line in this process, by default: the next test.)"""
+    misfits = MISFITS
     assert run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)[0] == 0
     snapshot = (one_process / "s.pt").read_bytes()
     commands, folders = {}, {}
@@ -131,14 +134,15 @@ def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(misfits, one_pr
         assert (result.cwd / "s.pt").read_bytes() == snapshot
 
 
-def test_a_snapshot_written_with_sgd_is_refused_by_a_copy_with_adam(one_process, capsys,
-                                                                   tmp_path_factory):
-    """The same refusal for the optimizer, here: the edit is a08's own line."""
+@pytest.mark.parametrize("edit", ["adam", "three classes"])
+def test_a_snapshot_an_edit_of_a08s_lines_no_longer_fits_is_one_line(edit, one_process, capsys,
+                                                                     tmp_path_factory):
+    """The same refusal, here (the edit is a08's own line): the optimizer, the model's shape."""
     assert run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)[0] == 0
     snapshot = (one_process / "s.pt").read_bytes()
-    _, changes, reason = LEARNERS_EDITS["adam"]
-    adam = copy_of("a08_ddp_torchrun.py", tmp_path_factory.mktemp("adam"), changes)
-    code, out, err = run_main(str(adam), ["--snapshot", "s.pt"], capsys)
+    _, changes, reason = LEARNERS_EDITS[edit]
+    edited = copy_of("a08_ddp_torchrun.py", tmp_path_factory.mktemp("edited"), changes)
+    code, out, err = run_main(str(edited), ["--snapshot", "s.pt"], capsys)
     assert (code, err, epochs(out)) == (1, MISFIT_LINE.format(reason) + "\n", [])
     assert (one_process / "s.pt").read_bytes() == snapshot
 

@@ -26,3 +26,23 @@ def hide_accelerators(set_attribute: Callable[[Any, str, Any], None] = setattr) 
                     (torch.accelerator, "current_accelerator", None)]
     for module, name, value in answers:
         set_attribute(module, name, answering(getattr(module, name), value))
+
+
+def hide_distributed(monkeypatch) -> None:
+    """A torch built without torch.distributed, as AMD's torch for Windows is
+    (ROCm/TheRock#1179, #2008): is_available() False, and none of the process-group functions
+    (distributed_c10d's) or its errors; undone after the test. torch's own internals keep what
+    they imported (a real such build never reaches them)."""
+    import inspect
+    import warnings
+
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
+    with warnings.catch_warnings():  # reduce_op warns when looked at
+        warnings.simplefilter("ignore")
+        names = [name for name in distributed_c10d.__all__
+                 if inspect.isfunction(vars(dist).get(name))]
+    for name in [*names, "DistError", "DistBackendError", "DistNetworkError"]:
+        monkeypatch.delattr(dist, name)
+    monkeypatch.setattr(dist, "is_available", answering(dist.is_available, False))
