@@ -125,7 +125,10 @@ def gpu_unused() -> str | None:
 
 
 def gpu_missing_from_build() -> str | None:
-    """An RTX 50xx under cu126: torch calls it available, then 'no kernel image is available'."""
+    """An RTX 50xx under cu126: torch calls it available, then 'no kernel image is available';
+    an AMD GPU under a ROCm build that does not list it (amd_gpu_missing_from_build)."""
+    if torch.version.hip and torch.cuda.is_available():
+        return amd_gpu_missing_from_build()
     if torch.version.cuda is None or not torch.cuda.is_available():
         return None
     built_for = torch.cuda.get_arch_list()
@@ -137,6 +140,34 @@ def gpu_missing_from_build() -> str | None:
                     f"({' '.join(built_for)}): its first CUDA operation would fail with 'no "
                     f"kernel image is available'; {install_advice(capability)}; or use --device "
                     f"cpu")
+    return None
+
+
+# What ROCm runs an AMD GPU it has no code for as (HSA_OVERRIDE_GFX_VERSION), by family: an
+# RDNA2 card (RX 6000, gfx103x) as gfx1030, an RDNA3 one (RX 7000, gfx110x) as gfx1100
+GFX_OVERRIDES = {"gfx103": ("10.3.0", "gfx1030", "RDNA2"), "gfx110": ("11.0.0", "gfx1100", "RDNA3")}
+
+
+def amd_gpu_missing_from_build() -> str | None:
+    """An RX 6600 (gfx1032) under a ROCm build listing gfx1030 but not gfx1032: torch calls it
+    available, then 'HIP error: invalid device function'. Where HSA_OVERRIDE_GFX_VERSION is
+    set, the learner chose what ROCm runs it as: nothing to say."""
+    built_for = [arch.split(":")[0] for arch in torch.cuda.get_arch_list()]
+    if not built_for or "HSA_OVERRIDE_GFX_VERSION" in os.environ:
+        return None
+    for index in range(torch.cuda.device_count()):
+        # gcnArchName: "gfx1032", or with features, "gfx90a:sramecc+:xnack-"
+        gfx = getattr(torch.cuda.get_device_properties(index), "gcnArchName", "").split(":")[0]
+        if gfx and gfx not in built_for:
+            value, runs_as, family = GFX_OVERRIDES.get(gfx[:6], (None, None, None))
+            override = (f"put HSA_OVERRIDE_GFX_VERSION={value} before each command (an {family} "
+                        f"card: ROCm then runs {runs_as}'s code on it), or "
+                        if runs_as in built_for else "")
+            return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {gfx}, which torch "
+                    f"{torch.__version__} was not built for ({' '.join(built_for)}): its first "
+                    f"GPU operation would fail with 'HIP error: invalid device function'; "
+                    f"{override}install a ROCm build of torch that lists {gfx} ({SELECTOR}); "
+                    f"or use --device cpu")
     return None
 
 

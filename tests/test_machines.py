@@ -7,6 +7,7 @@ import platform
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -174,6 +175,78 @@ def test_no_advice_where_the_build_fits_or_no_driver_is_there(gpu, capability, b
                                                               machine_with):
     machine_with(gpu, capability, built_for)
     assert devices.install_notes() == []
+
+
+ROCM_BUILD = ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1101",
+              "gfx1102", "gfx1200", "gfx1201"]  # a ROCm wheel's list (torch.cuda.get_arch_list())
+
+
+@pytest.fixture
+def amd_machine(monkeypatch, tmp_path):
+    """``amd_machine(name, gfx)``: a ROCm build of torch (ROCM_BUILD) that sees one AMD GPU, as
+    torch answers there: available as `cuda`, ``torch.version.hip`` set, the GPU's
+    architecture in ``gcnArchName``."""
+    def simulate(name, gfx):
+        monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        monkeypatch.delenv("HSA_OVERRIDE_GFX_VERSION", raising=False)
+        monkeypatch.setattr(torch, "__version__", "2.9.1+rocm6.4")
+        monkeypatch.setattr(torch.version, "cuda", None)
+        monkeypatch.setattr(torch.version, "hip", "6.4.43484")
+        properties = SimpleNamespace(name=name, gcnArchName=gfx, major=10, minor=3)
+        for module, query, value in [
+                (torch.cuda, "is_available", True), (torch.cuda, "device_count", 1),
+                (torch.cuda, "get_arch_list", ROCM_BUILD), (torch.cuda, "get_device_name", name),
+                (torch.cuda, "get_device_properties", properties),
+                *([(torch.accelerator, "is_available", True),
+                   (torch.accelerator, "current_accelerator", torch.device("cuda"))]
+                  if hasattr(torch, "accelerator") else [])]:
+            monkeypatch.setattr(module, query, lambda *args, value=value: value)
+    return simulate
+
+
+@fake_commands
+@pytest.mark.parametrize("gfx", ["gfx1032", "gfx1032:sramecc+:xnack-"])
+def test_an_amd_gpu_missing_from_the_rocm_build_is_named_before_its_first_gpu_operation(
+        gfx, amd_machine, capsys):
+    """An RX 6600 (gfx1032) under a build listing gfx1030: torch calls it available, then 'HIP
+    error: invalid device function'. a01 names it; a07 stops in one line before section 9.1's
+    first GPU operation; a08 trains on the CPU and says why, or refuses --device cuda."""
+    amd_machine("AMD Radeon RX 6600", gfx)
+    line = (f"GPU 0, AMD Radeon RX 6600, is gfx1032, which torch 2.9.1+rocm6.4 was not built "
+            f"for ({' '.join(ROCM_BUILD)}): its first GPU operation would fail with 'HIP error: "
+            f"invalid device function'; put HSA_OVERRIDE_GFX_VERSION=10.3.0 before each command "
+            f"(an RDNA2 card: ROCm then runs gfx1030's code on it), or install a ROCm build of "
+            f"torch that lists gfx1032 ({devices.SELECTOR}); or use --device cpu")
+    code, out, _ = run_main("a01_tensors.py", [], capsys)
+    assert code == 0 and section(out, "1.3 Installing").splitlines()[-1] == f"Note: {line}"
+    assert run_main("a07_gpu_single.py", [], capsys) == (1, "", f"error: {line}\n")
+    code, out, err = run_main("a07_gpu_single.py", ["--device", "cpu"], capsys)
+    assert code == 0 and "Training device: cpu (--device cpu)." in out, err
+    code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
+    assert code == 0, err
+    assert out.splitlines()[0] == f"Note: training on the CPU: {line}"
+    code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cuda"], capsys)
+    assert code == 2 and err.splitlines()[-1].endswith(f"argument --device cuda: {line}")
+
+
+@pytest.mark.parametrize("name, gfx, override, advice", [
+    ("AMD Radeon RX 7600", "gfx1102", None, None),  # listed: nothing to say
+    ("AMD Radeon RX 6600", "gfx1032", "10.3.0", None),  # the learner chose what it runs as
+    ("AMD Radeon RX 7700S", "gfx1103", None, "HSA_OVERRIDE_GFX_VERSION=11.0.0"),  # RDNA3
+    ("AMD Radeon 890M", "gfx1150", None, "install a ROCm build"),  # no family ROCm lists
+])
+def test_which_amd_gpus_get_a_line_and_what_it_advises(name, gfx, override, advice,
+                                                     amd_machine, monkeypatch):
+    amd_machine(name, gfx)
+    if override:
+        monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", override)
+    notes = devices.install_notes()
+    if advice is None:
+        assert notes == [] and devices.gpu_shortage(1) is None
+    else:
+        assert len(notes) == 1 and f"is {gfx}," in notes[0] and advice in notes[0]
+        assert ("HSA_OVERRIDE" in notes[0]) == advice.startswith("HSA")
 
 
 @pytest.fixture
