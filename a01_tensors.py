@@ -13,8 +13,10 @@ from common import devices, flags, runner
 
 
 def section_1_3_environment() -> None:
-    # Exercise A.1 is installing PyTorch; Exercise A.2 checks the result. EXTRA: our check
-    # names Python and NumPy too, since a wrong interpreter or environment is the usual mistake.
+    # Exercise A.1 is installing PyTorch; Exercise A.2 checks the result (the book's own check:
+    # https://github.com/rasbt/LLMs-from-scratch/blob/main/setup/02_installing-python-libraries/python_environment_check.py).
+    # EXTRA: our check names Python and NumPy too, since a wrong interpreter or environment is
+    # the usual mistake.
     runner.heading("1.3 Installing PyTorch: what this machine has (Exercises A.1 and A.2)")
     print("Python:", platform.python_version())
     print("numpy.__version__:", np.__version__)
@@ -57,7 +59,7 @@ def section_2_2_dtypes(tensor1d: torch.Tensor) -> None:
     floatvec = torch.tensor([1.0, 2.0, 3.0])
     print("floatvec.dtype:", floatvec.dtype)
     floatvec = tensor1d.to(torch.float32)
-    print("tensor1d.to(torch.float32).dtype:", floatvec.dtype)
+    print("floatvec.dtype, after floatvec = tensor1d.to(torch.float32):", floatvec.dtype)
 
 
 def section_2_3_operations() -> None:

@@ -265,7 +265,7 @@ def show_device(given: torch.device | None) -> torch.device:
             print(f"Note: section 9.2's line looks for CUDA and MPS only, so it trains on the "
                   f"CPU; --device {device.type} trains on this {device.type}")
         return device
-    print(f"Training device: cpu ({'--device cpu' if accelerator() else 'no accelerator found'}).")
+    print(f"Training device: cpu ({'--device cpu' if given else 'no accelerator found'}).")
     for note in filter(None, (mps_off(), gpu_unused())):
         print(f"Note: {note}")
     print("On a GPU the same addition prints tensor([5., 7., 9.], device='cuda:0'), and\n"

@@ -79,7 +79,10 @@ def a06(doc: str) -> argparse.Namespace:
 
 
 def a07_device(text: str) -> torch.device | None:
-    """a07's --device: None for auto (section 9.2's own choice stands), else a device here."""
+    """a07's --device: None for auto (section 9.2's own choice stands), else a device here.
+    cpu asks torch nothing: asked, some Intel GPUs' runtimes end Python (TROUBLESHOOTING.md)."""
+    if text == "cpu":
+        return torch.device("cpu")
     found = devices.accelerator()
     kinds = ("auto", "cpu", "cuda", "mps", *((found,) if found not in (None, "cuda", "mps")
                                             else ()))

@@ -142,6 +142,9 @@ def test_cuda_that_cannot_start_beside_an_nvidia_gpu_is_named(machine_with, monk
                                           "sm_90"], "cu129"),  # a new card, cu126's build
     ("NVIDIA GeForce GTX 1080", (6, 1), ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100",
                                          "sm_120"], "cu126"),  # an old card a build dropped
+    # Kaggle's P100 under PyPI's Linux build from torch 2.8 (Kaggle/docker-python#1546)
+    ("Tesla P100-PCIE-16GB", (6, 0), ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100",
+                                      "sm_120"], "cu126"),
 ])
 def test_a_gpu_missing_from_the_build_is_named_before_its_first_cuda_operation(
         gpu, capability, built_for, advice, machine_with, capsys):

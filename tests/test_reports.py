@@ -137,3 +137,32 @@ def test_the_howtos_data_parallel_wraps_a_model_already_moved(monkeypatch, capsy
     assert wrapped == [{torch.device("meta")}]
     assert "a batch of 8: output (8, 5)" in capsys.readouterr().out
 
+
+def test_a01_and_a07_on_the_cpu_never_ask_for_an_intel_gpu(monkeypatch, capsys):
+    """Asked whether there is an XPU, torch's XPU build ends Python on some Windows machines
+    (0xC0000005, pytorch#157775): a01, and a07 with --device cpu, never ask torch.xpu or
+    torch.accelerator (which asks it), as the entry says."""
+    def crash(*args, **kwargs):
+        raise AssertionError("asked for an accelerator")
+    for module in filter(None, (getattr(torch, "xpu", None), getattr(torch, "accelerator", None))):
+        for name in ("is_available", "device_count", "current_accelerator"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, crash)
+    assert "a07 with `--device cpu`" in entry("0xC0000005")
+    assert run_main("a01_tensors.py", [], capsys)[0] == 0
+    code, out, err = run_main("a07_gpu_single.py", ["--device", "cpu"], capsys)
+    assert code == 0 and "Training device: cpu (--device cpu).\n" in out, err
+    with pytest.raises(AssertionError, match="asked for an accelerator"):
+        run_main("a07_gpu_single.py", [], capsys)  # auto asks: the entry says so
+
+
+def test_the_guides_autocast_is_given_the_devices_type(monkeypatch):
+    """torch.autocast wants the device's type ('cuda'), not the device ('cuda:0', which torch
+    before 2.6 refuses; speechbrain#2881): the guide's mixed precision passes device.type."""
+    assert "torch.autocast(device.type" in entry("unsupported autocast device_type 'cuda:0'")
+    given, autocast = [], torch.autocast
+    monkeypatch.setattr(torch, "autocast", lambda device_type, *args, **kwargs: (
+        given.append(device_type), autocast(device_type, *args, **kwargs))[1])
+    with measure.autocast(torch.device("cpu", 0), "bf16"):
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    assert given == ["cpu"]

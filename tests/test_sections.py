@@ -48,7 +48,7 @@ def test_a01_environment_and_tensors(runs):
         "tensor([[[999,   2],\n         [  3,   4]],\n\n        [[  5,   6],\n"
         "         [  7,   8]]])\n",
         "tensor1d.dtype: torch.int64\nfloatvec.dtype: torch.float32\n"
-        "tensor1d.to(torch.float32).dtype: torch.float32\n",
+        "floatvec.dtype, after floatvec = tensor1d.to(torch.float32): torch.float32\n",
         "tensor2d.shape: torch.Size([2, 3])\n",
         "tensor2d.reshape(3, 2):\ntensor([[1, 2],\n        [3, 4],\n        [5, 6]])\n",
         "tensor2d.view(3, 2):\ntensor([[1, 2],\n        [3, 4],\n        [5, 6]])\n",
