@@ -285,6 +285,18 @@ def pytest_configure(config):
             and not config.option.usepdb and not config.option.collectonly):
         config.option.numprocesses, config.option.dist = 2, "loadfile"
         config.option.tx = ["popen"] * 2
+        config.option.loadscopereorder = False  # LONGEST_FIRST's order (xdist 3.5 ignores it)
+
+
+# The files that take longest, given out first (xdist would start those with the most tests
+# first): the last to start then ends with the other worker's rest
+LONGEST_FIRST = ["test_sections.py", "test_a08.py", "test_gpu_articles.py", "test_snapshots.py",
+                 "test_machines.py", "test_signals.py"]
+
+
+def pytest_collection_modifyitems(items):
+    ranks = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: ranks.get(item.path.name, len(ranks)))
 
 
 def pytest_report_header(config):
