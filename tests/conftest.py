@@ -187,7 +187,7 @@ def section(out: str, title: str) -> str:
 
 def run_main(script: str, argv: list[str], capsys) -> tuple[int, str, str]:
     """``python script argv`` in this process (its ``__main__`` block): (exit status, stdout,
-    stderr). For what ends before any real work, without a new interpreter."""
+    stderr). For what a fresh process proves nothing more for: no new interpreter."""
     import torch.distributed as dist
 
     from common import processes

@@ -6,7 +6,6 @@ import sys
 
 import pytest
 import torch
-from test_reports import entry
 
 from conftest import (
     ROOT,
@@ -20,6 +19,7 @@ from conftest import (
     run_script,
     section,
 )
+from test_reports import entry
 
 
 def out(runs, script: str) -> str:
