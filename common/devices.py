@@ -135,12 +135,17 @@ def gpu_missing_from_build() -> str | None:
     for index in range(torch.cuda.device_count()):
         capability = torch.cuda.get_device_capability(index)
         if built_for and not runs_on(capability, built_for):
-            return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is sm_{capability[0]}"
-                    f"{capability[1]}, which torch {torch.__version__} was not built for "
-                    f"({' '.join(built_for)}): its first CUDA operation would fail with 'no "
-                    f"kernel image is available'; {install_advice(capability)}; or use --device "
-                    f"cpu")
+            return not_built_for(index, f"sm_{capability[0]}{capability[1]}", built_for,
+                                 "CUDA operation would fail with 'no kernel image is available'",
+                                 install_advice(capability))
     return None
+
+
+def not_built_for(index: int, arch: str, built_for: list[str], failure: str, advice: str) -> str:
+    """The line for GPU ``index``, of architecture ``arch``, that this build has no code for."""
+    return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {arch}, which torch "
+            f"{torch.__version__} was not built for ({' '.join(built_for)}): its first {failure}; "
+            f"{advice}; or use --device cpu")
 
 
 # What ROCm runs an AMD GPU it has no code for as (HSA_OVERRIDE_GFX_VERSION), by family: an
@@ -163,11 +168,9 @@ def amd_gpu_missing_from_build() -> str | None:
             override = (f"put HSA_OVERRIDE_GFX_VERSION={value} before each command (an {family} "
                         f"card: ROCm then runs {runs_as}'s code on it), or "
                         if runs_as in built_for else "")
-            return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {gfx}, which torch "
-                    f"{torch.__version__} was not built for ({' '.join(built_for)}): its first "
-                    f"GPU operation would fail with 'HIP error: invalid device function'; "
-                    f"{override}install a ROCm build of torch that lists {gfx} ({SELECTOR}); "
-                    f"or use --device cpu")
+            return not_built_for(index, gfx, built_for, "GPU operation would fail with 'HIP "
+                                 "error: invalid device function'", f"{override}install a ROCm "
+                                 f"build of torch that lists {gfx} ({SELECTOR})")
     return None
 
 

@@ -262,7 +262,6 @@ def test_a_diverged_run_never_replaces_a_saved_model(tmp_path, monkeypatch, caps
     code, out, err = run_main(str(copy), [], capsys)
     assert code == 1
     assert "Train/Val Loss: nan" in out and "Saved" not in out
-    assert err == ("error: the model's weights are no longer finite numbers (the "
-                             "loss diverged: is the learning rate too large?), so nothing was "
-                             "written to model.pth\n")
+    assert err == ("error: the model's weights are no longer finite numbers (the loss diverged: "
+                   "is the learning rate too large?), so nothing was written to model.pth\n")
     assert (tmp_path / "model.pth").read_bytes() == before

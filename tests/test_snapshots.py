@@ -111,11 +111,10 @@ def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, ca
     """A learner's copy of a08 (and common/), edited after the snapshot was written, run each
     way at once: rank 0's one line, the other processes silent, exit 1, no epoch trained, the
     snapshot untouched. (The same line in this process, by default: the next test.)"""
-    misfits = MISFITS
     assert run_main("a08_ddp_torchrun.py", ["--snapshot", "s.pt"], capsys)[0] == 0
     snapshot = (one_process / "s.pt").read_bytes()
     commands, folders = {}, {}
-    for edit, launch in misfits:
+    for edit, launch in MISFITS:
         folders[edit, launch] = folder = tmp_path_factory.mktemp(edit)
         (folder / "s.pt").write_bytes(snapshot)
         where, changes, _ = LEARNERS_EDITS[edit]
