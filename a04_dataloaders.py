@@ -1,6 +1,7 @@
 """Section 6 of "PyTorch in One Hour": setting up efficient data loaders.
 
-ToyDataset and the toy data live in common/__init__.py, because sections 7 to 9 use them too.
+ToyDataset lives in common/__init__.py, and a copy of the toy data beside it, because sections 7
+to 9 use them too.
 
 Run: python a04_dataloaders.py
 """
@@ -8,23 +9,34 @@ Run: python a04_dataloaders.py
 import torch
 from torch.utils.data import DataLoader
 
-from common import ToyDataset, flags, runner, toy_data
+from common import ToyDataset, flags, runner
 
 
-def section_6_dataset() -> tuple[ToyDataset, ToyDataset]:
+def section_6() -> ToyDataset:
     runner.heading("6 Setting up efficient data loaders: the toy data")
-    # EXTRA: the text's four tensors, written out in common/__init__.py (sections 7 to 9 use them)
-    X_train, y_train, X_test, y_test = toy_data()
+    X_train = torch.tensor([
+        [-1.2, 3.1],
+        [-0.9, 2.9],
+        [-0.5, 2.6],
+        [2.3, -1.1],
+        [2.7, -1.5]
+    ])
+    # FIXED: five labels, one per example (the book's): the blog's four, [0, 0, 0, 1], give
+    # len(train_ds) 4, never load the fifth example, and break section 7's predictions == y_train
+    y_train = torch.tensor([0, 0, 0, 1, 1])
+
+    X_test = torch.tensor([
+        [-0.8, 2.8],
+        [2.6, -1.6],
+    ])
+    y_test = torch.tensor([0, 1])
     print("X_train:\n", X_train, sep="")  # EXTRA: printed, which the text only builds
-    # EXTRA: likewise; the blog's text shows four labels here, a typo: one per example
-    print("y_train:", y_train)
+    print("y_train:", y_train)  # EXTRA: likewise
+
     train_ds = ToyDataset(X_train, y_train)
     test_ds = ToyDataset(X_test, y_test)
     print("len(train_ds):", len(train_ds))
-    return train_ds, test_ds
 
-
-def section_6_loaders(train_ds: ToyDataset, test_ds: ToyDataset) -> None:
     runner.heading("6 DataLoader: shuffled batches of 2")
     torch.manual_seed(123)  # fixes the shuffling order
 
@@ -34,6 +46,8 @@ def section_6_loaders(train_ds: ToyDataset, test_ds: ToyDataset) -> None:
         shuffle=True,
         num_workers=0
     )
+
+    test_ds = ToyDataset(X_test, y_test)
 
     test_loader = DataLoader(
         dataset=test_ds,
@@ -62,10 +76,13 @@ def section_6_loaders(train_ds: ToyDataset, test_ds: ToyDataset) -> None:
     # EXTRA: the test loader's one batch, which the text builds but does not print
     for idx, (x, y) in enumerate(test_loader):
         print(f"Batch {idx+1}:", x, y)
+    return train_ds
 
 
 def section_6_num_workers(train_ds: ToyDataset) -> None:
     runner.heading("6 num_workers: loading in background processes")
+    # EXTRA: the text's words on num_workers, printed, and what they mean on macOS, Windows,
+    # Python 3.14 and in notebooks
     print("num_workers=0 loads every batch in the main process, between training steps.\n"
           "num_workers>0 starts that many worker processes that prepare the next batches\n"
           "while the model trains. That pays off for large data sets read from disk; for a\n"
@@ -82,8 +99,7 @@ def section_6_num_workers(train_ds: ToyDataset) -> None:
 
 
 def main() -> None:
-    train_ds, test_ds = section_6_dataset()
-    section_6_loaders(train_ds, test_ds)
+    train_ds = section_6()
     section_6_num_workers(train_ds)
 
 

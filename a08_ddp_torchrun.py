@@ -11,7 +11,7 @@ from datetime import timedelta  # EXTRA: how long a process waits for the others
 
 import torch
 import torch.nn.functional as F
-from torch.distributed import destroy_process_group, init_process_group  # NEW: the group
+from torch.distributed import init_process_group, destroy_process_group  # NEW: the group
 from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model's wrapper
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler  # NEW: splits the data
@@ -25,7 +25,6 @@ from common import (
     flags,
     processes,
     runner,
-    toy_data,
 )
 
 
@@ -46,6 +45,7 @@ def ddp_setup(rank, world_size, timeout=120, device="auto"):  # EXTRA: our setti
     # EXTRA: NCCL where each process has a GPU of its own, as on the text's GPU machines; gloo
     # elsewhere, where NCCL cannot run (a laptop, a Mac, Windows, more processes than GPUs)
     backend = "nccl" if devices.gpu_of_its_own(device) else "gloo"
+    # EXTRA: one call with that backend, for the text's two (gloo on Windows, else nccl)
     init_process_group(backend=backend, rank=rank, world_size=world_size,
                        timeout=timedelta(seconds=timeout),  # EXTRA: how long to wait for them
                        # EXTRA: where torchrun restarts a failed process, a store it can use
@@ -57,7 +57,20 @@ def ddp_setup(rank, world_size, timeout=120, device="auto"):  # EXTRA: our setti
 
 
 def prepare_dataset():  # NEW: section 6's data and loaders, in a function
-    X_train, y_train, X_test, y_test = toy_data()  # EXTRA: section 6's tensors, from common
+    X_train = torch.tensor([
+        [-1.2, 3.1],
+        [-0.9, 2.9],
+        [-0.5, 2.6],
+        [2.3, -1.1],
+        [2.7, -1.5]
+    ])
+    y_train = torch.tensor([0, 0, 0, 1, 1])
+
+    X_test = torch.tensor([
+        [-0.8, 2.8],
+        [2.6, -1.6],
+    ])
+    y_test = torch.tensor([0, 1])
 
     # The text's remedy for up to 8 GPUs, as five lines to uncomment:
     # factor = 4
@@ -129,8 +142,8 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
             loss.backward()
             optimizer.step()
 
-            ### LOGGING
-            # NEW: [GPU{rank}] before the line, and the batch's size (not its index)
+            # LOGGING
+            # NEW: [GPU{rank}] first, the batch's size (not index); EXTRA: {kind}: CPU on CPUs
             print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"
                   f" | Batchsize {labels.shape[0]:03d}"
                   f" | Train/Val Loss: {loss:.2f}")
@@ -144,10 +157,12 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
     # every process has a batch (prepare_dataset)
     # NEW: device=rank; EXTRA: not rank (see model.to): the device
     train_acc = compute_accuracy(model, train_loader, device=device)
-    print(f"[{kind}{rank}] Training accuracy", train_acc)  # NEW: [GPU{rank}] first
+    # NEW: [GPU{rank}] first; EXTRA: {kind} (see the loop's print)
+    print(f"[{kind}{rank}] Training accuracy", train_acc)
     # NEW: device=rank; EXTRA: not rank (see model.to): the device
     test_acc = compute_accuracy(model, test_loader, device=device)
-    print(f"[{kind}{rank}] Test accuracy", test_acc)  # NEW: [GPU{rank}] first
+    # NEW: [GPU{rank}] first; EXTRA: {kind} (see the loop's print)
+    print(f"[{kind}{rank}] Test accuracy", test_acc)
 
     # EXTRA: rank 0 prints accuracy over all processes, every example counted once
     processes.report_summary(model, (train_loader, test_loader), device)
@@ -187,4 +202,6 @@ if __name__ == "__main__":
     if args.spawn:
         processes.spawn(main, args.spawn, num_epochs, **settings)
     else:
+        # EXTRA: the text's main(rank, world_size, num_epochs), with our settings, run so that
+        # an error or Ctrl-C ends in one line
         runner.run(main, rank, world_size, num_epochs, **settings)

@@ -21,17 +21,16 @@ __all__ = ["NeuralNetwork", "ToyDataset", "compute_accuracy", "toy_data", "toy_l
 
 
 def toy_data() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Section 6's toy data: (X_train, y_train, X_test, y_test).
+    """Section 6's toy data: (X_train, y_train, X_test, y_test), as a04 writes them out.
 
-    The blog's text prints y_train with four labels; that is a typo. The book and the author's
-    code use five, one per training example, as here.
+    Five labels, one per example, as the book writes them (a04 says what the blog's four do).
     """
     X_train = torch.tensor([
         [-1.2, 3.1],
         [-0.9, 2.9],
         [-0.5, 2.6],
         [2.3, -1.1],
-        [2.7, -1.5],
+        [2.7, -1.5]
     ])
     y_train = torch.tensor([0, 0, 0, 1, 1])
 
@@ -110,8 +109,8 @@ class NeuralNetwork(torch.nn.Module):
         return logits
 
 
-# NEW: section 9.3's change: ``device``, where section 7 writes (model, dataloader); the
-# default keeps section 7's calls
+# NEW: section 9.3's device argument; EXTRA: its default, "cpu", so that section 7's calls
+# without it still run
 def compute_accuracy(model, dataloader, device="cpu"):
     """Section 7: the fraction of examples classified correctly."""
 

@@ -152,12 +152,13 @@ def left_out(precision: str, device: torch.device) -> bool:
     return problem is not None
 
 
-def batch_size_snippet(device: torch.device) -> None:
+def batch_size_snippet(a07_device: torch.device) -> None:
     heading("GPU guide: the batch-size snippet, corrected")
     torch.manual_seed(0)  # EXTRA: this and the next two lines: data, which it lacks
     X = torch.randn(1000, 2)
     dataset = TensorDataset(X, (X[:, 0] > X[:, 1]).long())
     batch_size = 128
+    device = a07_device  # EXTRA: a07's device, where it writes torch.device('cuda'): a GPU only
     # EXTRA: a DataLoader, in place of the article's garbled line
     train_loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
     model = NeuralNetwork(2, 2)  # EXTRA: a model, for the article's placeholder YourModel()

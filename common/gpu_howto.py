@@ -21,7 +21,7 @@ class LinearRegression(nn.Module):
     """The how-to's DataParallel example: one linear layer."""
 
     def __init__(self, input_size, output_size):
-        super().__init__()
+        super(LinearRegression, self).__init__()
         self.linear = nn.Linear(input_size, output_size)
 
     def forward(self, x):
@@ -41,23 +41,24 @@ def device_basics(device: torch.device) -> None:
     else:
         print(f"torch.cuda.current_device() and get_device_name(0) would name GPU 0 {NO_CUDA}")
     print("device:", device)  # EXTRA: a07's device, where the how-to picks CUDA or the CPU
-    x = torch.tensor([4, 5, 6], device=device)
-    print("torch.tensor([4, 5, 6], device=device).device:", x.device)
-    print("x.get_device():", x.get_device(), "(-1: the CPU)" if x.device.type == "cpu" else "")
-    print("x.to(device):", x.to(device))  # EXTRA: the garbled move, written out
+    y = torch.tensor([4, 5, 6], device=device)
+    print("y.device:", y.device)
+    # EXTRA: get_device(), which the how-to describes in words: -1 on the CPU, else the index
+    print("y.get_device():", y.get_device(), "(-1: the CPU)" if y.device.type == "cpu" else "")
+    print("y.to(device):", y.to(device))  # EXTRA: the garbled move, written out
     for index in range(torch.cuda.device_count()):  # EXTRA: likewise, to each GPU by index
-        print(f'x.to("cuda:{index}"):', x.to(f"cuda:{index}"))
-    y = torch.rand(100, 30)
+        print(f'y.to("cuda:{index}"):', y.to(f"cuda:{index}"))
+    tensor = torch.rand((100, 30))
     if cuda:  # EXTRA: .cuda() only where there is CUDA; its .device, which the how-to shows
-        print("torch.rand(100, 30).cuda().device:", y.cuda().device,
-              "| .cpu().device:", y.cuda().cpu().device)
+        print("tensor.cuda().device:", tensor.cuda().device,
+              "| .cpu().device:", tensor.cuda().cpu().device)
     else:
         print(f"tensor.cuda() would copy it to GPU 0, .cpu() back {NO_CUDA}")
     missing = torch.cuda.device_count()  # EXTRA: this line to the print: a GPU that is not there
     try:
         torch.zeros(1).to(f"cuda:{missing}")
     except (RuntimeError, AssertionError) as err:
-        print(f'x.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
+        print(f'y.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
     # EXTRA: the guide's garbled .to('cuda') and .to('cpu') lines, written out on a07's device
     image = torch.randn(1, 3, 224, 224).to(device)
     conv = nn.Conv2d(3, 64, kernel_size=3, padding=1).to(device)

@@ -4,67 +4,120 @@ code (tests/the_text.py) in the text's own setting, where it fails, and asserts 
 with our line as its control;
 a `# NEW:` line is one the text itself changes in that section (NEW_LINES)."""
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
 import the_text
-from common import gpu_guide
+from common import NeuralNetwork, ToyDataset, gpu_guide
 from conftest import ROOT
 
-TEXT_LINES_OF_A08 = [  # the tutorial's own lines, in the text's order
-    "from torch.distributed import destroy_process_group, init_process_group",
+TEXT_LINES_OF_A08 = [  # section 9.3's own lines, as the text writes them, in its order
+    "from torch.distributed import init_process_group, destroy_process_group",
+    "def ddp_setup(rank, world_size):",
     'if "MASTER_ADDR" not in os.environ:',
     'os.environ["MASTER_ADDR"] = "localhost"',
     'if "MASTER_PORT" not in os.environ:',
     'os.environ["MASTER_PORT"] = "12345"',
+    'if platform.system() == "Windows":',
     'os.environ["USE_LIBUV"] = "0"',
-    "init_process_group(backend=backend, rank=rank, world_size=world_size,",
-    "torch.cuda.set_device(",
+    'init_process_group(backend="gloo", rank=rank, world_size=world_size)',
+    'init_process_group(backend="nccl", rank=rank, world_size=world_size)',
+    "torch.cuda.set_device(rank)",
     "def prepare_dataset():",
+    "X_train = torch.tensor([", "y_train = torch.tensor([0, 0, 0, 1, 1])",
+    "X_test = torch.tensor([", "y_test = torch.tensor([0, 1])",
     "# factor = 4",
     "# X_train = torch.cat([X_train + torch.randn_like(X_train) * 0.1 for _ in range(factor)])",
     "# y_train = y_train.repeat(factor)",
     "# X_test = torch.cat([X_test + torch.randn_like(X_test) * 0.1 for _ in range(factor)])",
     "# y_test = y_test.repeat(factor)",
-    "batch_size=2,",
-    "shuffle=False,  # NEW",
-    "drop_last=True,",
-    "sampler=DistributedSampler(train_ds),",
-    "def main(rank, world_size, num_epochs",
-    "ddp_setup(rank, world_size",
+    "train_ds = ToyDataset(X_train, y_train)", "test_ds = ToyDataset(X_test, y_test)",
+    "train_loader = DataLoader(", "dataset=train_ds,", "batch_size=2,",
+    "shuffle=False,  # NEW", "pin_memory=True,", "drop_last=True,",
+    "sampler=DistributedSampler(train_ds)",
+    "test_loader = DataLoader(", "dataset=test_ds,", "batch_size=2,", "shuffle=False,",
+    "return train_loader, test_loader",
+    "def main(rank, world_size, num_epochs):",
+    "ddp_setup(rank, world_size)",
     "train_loader, test_loader = prepare_dataset()",
     "model = NeuralNetwork(num_inputs=2, num_outputs=2)",
+    "model.to(rank)",
     "optimizer = torch.optim.SGD(model.parameters(), lr=0.5)",
-    "model = DDP(model",
+    "model = DDP(model, device_ids=[rank])",
+    "for epoch in range(num_epochs):",
     "train_loader.sampler.set_epoch(epoch)",
     "model.train()",
     "for features, labels in train_loader:",
-    "loss = F.cross_entropy(logits, labels)",
-    "optimizer.zero_grad()",
-    "loss.backward()",
-    "optimizer.step()",
+    "features, labels = features.to(rank), labels.to(rank)",
+    "logits = model(features)",
+    "loss = F.cross_entropy(logits, labels)  # Loss function",
+    "optimizer.zero_grad()", "loss.backward()", "optimizer.step()",
+    "# LOGGING",
+    'print(f"[GPU{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"',
+    'f" | Batchsize {labels.shape[0]:03d}"', 'f" | Train/Val Loss: {loss:.2f}")',
     "model.eval()",
+    "try:",
+    "train_acc = compute_accuracy(model, train_loader, device=rank)",
+    'print(f"[GPU{rank}] Training accuracy", train_acc)',
+    "test_acc = compute_accuracy(model, test_loader, device=rank)",
+    'print(f"[GPU{rank}] Test accuracy", test_acc)',
     "destroy_process_group()  # NEW",
     'if __name__ == "__main__":',
-    'if "WORLD_SIZE" in os.environ:',
-    'world_size = int(os.environ["WORLD_SIZE"])',
+    'if "WORLD_SIZE" in os.environ:', 'world_size = int(os.environ["WORLD_SIZE"])', "else:",
     "world_size = 1",
-    'rank = int(os.environ["RANK"])',
-    "rank = 0",
+    'if "LOCAL_RANK" in os.environ:', 'rank = int(os.environ["LOCAL_RANK"])',
+    'elif "RANK" in os.environ:',
+    'rank = int(os.environ["RANK"])', "rank = 0",
     "if rank == 0:",
     'print("PyTorch version:", torch.__version__)',
     'print("CUDA available:", torch.cuda.is_available())',
     'print("Number of GPUs available:", torch.cuda.device_count())',
     "torch.manual_seed(123)",
     "num_epochs = 3",
-    "main, rank, world_size, num_epochs",
+    "main(rank, world_size, num_epochs)",
 ]
+A08_WRITES_OTHERWISE = {  # the text's line -> a08's, which carries (or stands under) an EXTRA
+    "def ddp_setup(rank, world_size):":
+        'def ddp_setup(rank, world_size, timeout=120, device="auto"):',
+    'init_process_group(backend="gloo", rank=rank, world_size=world_size)':
+        "init_process_group(backend=backend, rank=rank, world_size=world_size,",
+    'init_process_group(backend="nccl", rank=rank, world_size=world_size)':
+        "init_process_group(backend=backend, rank=rank, world_size=world_size,",
+    "torch.cuda.set_device(rank)": 'torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))',
+    "pin_memory=True,": 'pin_memory=torch.distributed.get_backend() == "nccl",',
+    "def main(rank, world_size, num_epochs):":
+        'def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):',
+    "ddp_setup(rank, world_size)": "ddp_setup(rank, world_size, timeout=timeout, device=device)",
+    "model.to(rank)": "model = model.to(device)",
+    "model = DDP(model, device_ids=[rank])": "model = DDP(model)",
+    "for epoch in range(num_epochs):": "for epoch in range(first_epoch, num_epochs):",
+    "features, labels = features.to(rank), labels.to(rank)":
+        "features, labels = features.to(device), labels.to(device)",
+    'print(f"[GPU{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"':
+        'print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"',
+    "try:": "# EXTRA: no try/except ZeroDivisionError here",
+    "train_acc = compute_accuracy(model, train_loader, device=rank)":
+        "train_acc = compute_accuracy(model, train_loader, device=device)",
+    'print(f"[GPU{rank}] Training accuracy", train_acc)':
+        'print(f"[{kind}{rank}] Training accuracy", train_acc)',
+    "test_acc = compute_accuracy(model, test_loader, device=rank)":
+        "test_acc = compute_accuracy(model, test_loader, device=device)",
+    'print(f"[GPU{rank}] Test accuracy", test_acc)':
+        'print(f"[{kind}{rank}] Test accuracy", test_acc)',
+    'if "LOCAL_RANK" in os.environ:': 'if "RANK" in os.environ:',
+    'rank = int(os.environ["LOCAL_RANK"])': 'if "RANK" in os.environ:',
+    'elif "RANK" in os.environ:': 'if "RANK" in os.environ:',
+    "main(rank, world_size, num_epochs)":
+        "runner.run(main, rank, world_size, num_epochs, **settings)",
+}
 
 
-MARKED_FILES = [*sorted(ROOT.glob("a0*.py")), ROOT / "common" / "gpu_guide.py",
-                ROOT / "common" / "gpu_howto.py"]
+MARKED_FILES = [*sorted(ROOT.glob("a0*.py")), ROOT / "common" / "__init__.py",
+                ROOT / "common" / "gpu_guide.py", ROOT / "common" / "gpu_howto.py"]
 
 
 def in_order(source: str, lines: list[str]) -> list[str]:
@@ -79,7 +132,27 @@ def in_order(source: str, lines: list[str]) -> list[str]:
 
 
 def test_a08_carries_the_texts_lines_in_order():
-    assert in_order((ROOT / "a08_ddp_torchrun.py").read_text(), TEXT_LINES_OF_A08) == []
+    """Each as the text writes it, or as a08 writes it otherwise (one line of a08's may stand
+    for several of the text's)."""
+    ours = [A08_WRITES_OTHERWISE.get(line, line) for line in TEXT_LINES_OF_A08]
+    ours = [line for number, line in enumerate(ours) if number == 0 or line != ours[number - 1]]
+    assert in_order((ROOT / "a08_ddp_torchrun.py").read_text(), ours) == []
+
+
+def comment_over(lines: list[str], number: int) -> str:
+    """The comment on line ``number`` and on the comment lines right above it."""
+    above = number
+    while above > 0 and lines[above - 1].strip().startswith("#"):
+        above -= 1
+    return " ".join(line.partition("#")[2] for line in lines[above:number + 1])
+
+
+def test_each_line_a08_writes_otherwise_says_why_in_an_extra():
+    lines = (ROOT / "a08_ddp_torchrun.py").read_text().splitlines()
+    unmarked = [ours for ours in set(A08_WRITES_OTHERWISE.values())
+                if "EXTRA: " not in comment_over(lines, next(
+                    n for n, line in enumerate(lines) if line.strip().startswith(ours)))]
+    assert unmarked == []
 
 
 SECTION_7 = [  # section 7's statements in the text's order (a05; a07 adds 9.2's NEW lines)
@@ -108,10 +181,13 @@ SECTION_5 = [
     "with torch.no_grad():", "out = model(X)", ", out)",
     "with torch.no_grad():", "out = torch.softmax(model(X), dim=1)", ", out)"]
 SECTION_6 = [
+    "X_train = torch.tensor([",
+    "y_train = torch.tensor([0, 0, 0, 1",  # the text's ends "1])", four labels: FIXED in a04
+    "X_test = torch.tensor([", "y_test = torch.tensor([0, 1])",
     "train_ds = ToyDataset(X_train, y_train)", "test_ds = ToyDataset(X_test, y_test)",
     "len(train_ds))", "torch.manual_seed(123)",
     "train_loader = DataLoader(\ndataset=train_ds,\nbatch_size=2,\nshuffle=True,\n"
-    "num_workers=0\n)",
+    "num_workers=0\n)", "test_ds = ToyDataset(X_test, y_test)",
     "test_loader = DataLoader(\ndataset=test_ds,\nbatch_size=2,\nshuffle=False,\n"
     "num_workers=0\n)",
     'for idx, (x, y) in enumerate(train_loader):\nprint(f"Batch {idx+1}:", x, y)',
@@ -166,7 +242,7 @@ def test_the_loops_differ_only_by_their_sections_marked_lines():
     a05 = loop("a05_training_loop.py")
     assert unmarked(loop("a07_gpu_single.py")) == a05
     assert [line for line in unmarked(loop("a08_ddp_torchrun.py")) if line not in a05] == \
-        ['                  f" | Batchsize {labels.shape[0]:03d}"']
+        ["            # LOGGING", '                  f" | Batchsize {labels.shape[0]:03d}"']
 
 
 def unmarked(lines: list[str]) -> list[str]:
@@ -204,18 +280,21 @@ NEW_LINES = {
         "model = model.to(device)", "features, labels = features.to(device), labels.to(device)"],
     "a08_ddp_torchrun.py": [
         "import os", "import platform",
-        "from torch.distributed import destroy_process_group, init_process_group",
+        "from torch.distributed import init_process_group, destroy_process_group",
         "from torch.nn.parallel import DistributedDataParallel as DDP",
         "from torch.utils.data.distributed import DistributedSampler",
-        "def ddp_setup(rank, world_size", "def prepare_dataset():", "shuffle=False,",
-        "pin_memory=", "sampler=DistributedSampler(train_ds),",
-        "def main(rank, world_size, num_epochs", "ddp_setup(rank, world_size",
-        "train_loader, test_loader = prepare_dataset()", "model = model.to(",
-        "model = DDP(model", "train_loader.sampler.set_epoch(epoch)",
-        "for features, labels in train_loader:", "features, labels = features.to(",
-        'print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"',
-        "train_acc = compute_accuracy(", 'print(f"[{kind}{rank}] Training accuracy"',
-        "test_acc = compute_accuracy(", 'print(f"[{kind}{rank}] Test accuracy"',
+        "def ddp_setup(rank, world_size):", "def prepare_dataset():", "shuffle=False,",
+        "pin_memory=True,", "sampler=DistributedSampler(train_ds)",
+        "def main(rank, world_size, num_epochs):", "ddp_setup(rank, world_size)",
+        "train_loader, test_loader = prepare_dataset()", "model.to(rank)",
+        "model = DDP(model, device_ids=[rank])", "train_loader.sampler.set_epoch(epoch)",
+        "for features, labels in train_loader:",
+        "features, labels = features.to(rank), labels.to(rank)",
+        'print(f"[GPU{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"',
+        "train_acc = compute_accuracy(model, train_loader, device=rank)",
+        'print(f"[GPU{rank}] Training accuracy", train_acc)',
+        "test_acc = compute_accuracy(model, test_loader, device=rank)",
+        'print(f"[GPU{rank}] Test accuracy", test_acc)',
         "destroy_process_group()", 'if "WORLD_SIZE" in os.environ:', "if rank == 0:"],
 }
 
@@ -231,13 +310,18 @@ def new_lines(script: str):
 
 @pytest.mark.parametrize("script", sorted(NEW_LINES))
 def test_new_marks_only_the_texts_own_changes(script):
+    """Each NEW line starts with the text's line, or with the line a08 writes otherwise for it
+    (whose EXTRA says why)."""
+    otherwise = A08_WRITES_OTHERWISE if script == "a08_ddp_torchrun.py" else {}
     marked = list(new_lines(script))
     assert len(marked) == len(NEW_LINES[script]), marked
     assert [m for m, text in zip(marked, NEW_LINES[script], strict=True)
-            if not m.startswith(text)] == []
+            if not m.startswith(otherwise.get(text, text))] == []
 
 
 FIXED_PROOFS = {  # the start of a FIXED comment -> the test that runs the text's code failing
+    "five labels, one per example":
+        "test_the_blogs_four_labels_lose_an_example_and_break_section_7",
     "used by the article but never": "test_the_articles_transformer_names_an_undefined_class",
     "a causal mask": "test_the_articles_transformer_lets_a_position_see_later_tokens",
 }
@@ -253,6 +337,51 @@ def test_every_fixed_line_names_the_test_that_runs_the_text_failing():
     assert unproven == []
     assert [name for name in FIXED_PROOFS.values() if name not in globals()] == []
     assert {k for k in FIXED_PROOFS if not any(c.startswith(k) for _, c in comments)} == set()
+
+
+def tensors_of(path: Path) -> dict[str, torch.Tensor]:
+    """The file's ``X_train = torch.tensor(...)``-style lines (section 6's data), evaluated."""
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and ast.unparse(node.value.func) == "torch.tensor"):
+            found[ast.unparse(node.targets[0])] = eval(ast.unparse(node.value), {"torch": torch})
+    return found
+
+
+def sections_6_and_7(X_train: torch.Tensor, y_train: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """Section 6's ``len(train_ds)``, and section 7's ``torch.sum(predictions == y_train)``
+    over the training examples (predictions from a model the text's way)."""
+    train_ds = ToyDataset(X_train, y_train)
+    torch.manual_seed(123)
+    with torch.no_grad():
+        predictions = torch.argmax(NeuralNetwork(num_inputs=2, num_outputs=2)(X_train), dim=1)
+    return len(train_ds), torch.sum(predictions == y_train)
+
+
+def test_the_blogs_four_labels_lose_an_example_and_break_section_7():
+    """The text says "The result is 5"; with the blog's four labels it is 4, and section 7's
+    comparison of five predictions with four labels raises. a04's line is the control."""
+    a04 = tensors_of(ROOT / "a04_dataloaders.py")
+    for X_train, y_train, as_published in ((the_text.X_train, the_text.y_train, True),
+                                           (a04["X_train"], a04["y_train"], False)):
+        if as_published:
+            with pytest.raises(RuntimeError, match=r"size of tensor a \(5\) must match the size "
+                                                   r"of tensor b \(4\)"):
+                sections_6_and_7(X_train, y_train)
+            assert len(ToyDataset(X_train, y_train)) == 4
+        else:
+            assert sections_6_and_7(X_train, y_train)[0] == 5
+
+
+@pytest.mark.parametrize("copy", ["a08_ddp_torchrun.py", "common/__init__.py"])
+def test_every_copy_of_section_6s_data_is_a04s(copy):
+    """a08's prepare_dataset (9.3 writes the data out again) and common's toy_data, which a05
+    and a07 take, hold a04's tensors."""
+    a04, other = tensors_of(ROOT / "a04_dataloaders.py"), tensors_of(ROOT / copy)
+    assert sorted(a04) == ["X_test", "X_train", "y_test", "y_train"]
+    assert {name: other[name].tolist() for name in a04} == \
+        {name: tensor.tolist() for name, tensor in a04.items()}
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")

@@ -116,7 +116,8 @@ def test_quick_start_then_every_readme_command_in_a_fresh_clone(tmp_path):
                                "python -m common.walkthrough")):
             continue  # the Quick start, above
         result = readme_command_in_the_clone(command, clone, env)
-        expected = 1 if command.startswith("diff ") else 0  # diff: 1 means "they differ"
+        # git diff --no-index: 1 means "they differ"
+        expected = 1 if command.startswith("git diff --no-index ") else 0
         if result.returncode != expected:
             failures.append((command, result.returncode, result.stderr[-1500:],
                              result.stdout[-3000:]))  # pytest reports on stdout

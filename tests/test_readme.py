@@ -38,7 +38,7 @@ NOT_RUN_HERE = {
     "python -m pytest": "the README's test command: .ci/run runs it in a fresh clone (in the "
                         "fresh-clone test it would run the whole suite inside itself)",
 }
-PROMPTS = ("python ", "torchrun ", "pip ", "source ", "diff ")
+PROMPTS = ("python ", "torchrun ", "pip ", "source ", "git diff ")
 
 
 def readme() -> str:
@@ -165,20 +165,3 @@ def test_the_sbatch_script_gives_each_machine_its_number_from_slurm(tmp_path):
         f"--master_addr=node-a --master_port=21234 a08_ddp_torchrun.py --snapshot a08-1234.pt "
         f"--timeout 60 (cores: 8)"
         for node in (0, 1)]
-
-
-def test_the_readmes_diff_of_the_loops_is_the_scripts():
-    """Each `+` line of the README's diff block stands in the later script's loop and each `-`
-    in the earlier; every line 9.3 changes but our EXTRA ones is shown."""
-    from test_lesson import loop
-    block = re.search(r"```diff\n(.*?)```", readme(), flags=re.S)[1]
-    shown = {"a07": set(), "a08": set()}
-    for part, later, earlier in (("9.2", "a07_gpu_single.py", "a05_training_loop.py"),
-                                 ("9.3", "a08_ddp_torchrun.py", "a07_gpu_single.py")):
-        lines = block.split(f"# section {part}")[1].split("\n# section")[0].splitlines()[1:]
-        for line in lines:
-            assert line[1:] in loop(later if line[0] in "+ " else earlier), line
-            shown[later[:3]].add(line[1:])
-    changed = [line for line in loop("a08_ddp_torchrun.py") if line not in
-               loop("a07_gpu_single.py") and "EXTRA" not in line]
-    assert [line for line in changed if line not in shown["a08"]] == []

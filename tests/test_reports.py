@@ -78,15 +78,13 @@ def test_more_workers_than_cores_is_a_warning_and_the_same_batches(tmp_path, mon
     text = runpy.run_path(str(ROOT / "a04_dataloaders.py"))
     edited = runpy.run_path(str(copy_of("a04_dataloaders.py", tmp_path, {
         "shuffle=True,\n        num_workers=0\n": "shuffle=True,\n        num_workers=4\n"})))
-    datasets = text["section_6_dataset"]()
-    capsys.readouterr()
-    text["section_6_loaders"](*datasets)
+    text["section_6"]()
     with_none = capsys.readouterr().out
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     with pytest.warns(UserWarning, match="Our suggested max number of worker in current system "
                                          "is 2"):
-        edited["section_6_loaders"](*datasets)
+        edited["section_6"]()
     assert capsys.readouterr().out == with_none
 
 

@@ -1,13 +1,30 @@
-"""The published code that test_lesson.py and test_gpu_articles.py run: the four model classes
+"""The published code that test_lesson.py and test_gpu_articles.py run: section 6's four
+tensors as the blog prints them (four labels for five examples), and the four model classes
 of the GPU guide, the longer of the two GPU articles that came with the tutorial, line for line
 as the article prints them (its comments left out). The article never defines the
 PositionalEncoding its TransformerLM uses: building that class raises NameError, as published.
 Nothing here is the companion's: a proof runs this code, asserts its failure (or its wrong
-result), and runs the same assertion on the companion's class (common/gpu_guide.py) as its
+result), and runs the same assertion on the companion's line (a04, common/gpu_guide.py) as its
 control; the other tests load the companion's classes with these classes' weights."""
 
+import torch
 import torch.nn as nn
 from torch.nn import Transformer
+
+X_train = torch.tensor([
+    [-1.2, 3.1],
+    [-0.9, 2.9],
+    [-0.5, 2.6],
+    [2.3, -1.1],
+    [2.7, -1.5]
+])
+y_train = torch.tensor([0, 0, 0, 1])
+
+X_test = torch.tensor([
+    [-0.8, 2.8],
+    [2.6, -1.6],
+])
+y_test = torch.tensor([0, 1])
 
 
 class ConvNet(nn.Module):
