@@ -21,7 +21,8 @@ from common import (
 
 def main(plot=None):
     runner.heading("7 A typical training loop")
-    train_loader, test_loader = toy_loaders()  # EXTRA: section 6's (a04), from common
+    # EXTRA: section 6's loaders, from common (a script imports no other script)
+    train_loader, test_loader = toy_loaders()
     torch.manual_seed(123)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -58,7 +59,8 @@ def main(plot=None):
 
 
 def show_predictions(model):
-    X_train, y_train, _, _ = toy_data()  # EXTRA: section 6's (a04), from common
+    # EXTRA: section 6's data, from common (a script imports no other script)
+    X_train, y_train, _, _ = toy_data()
     model.eval()
     with torch.no_grad():
         outputs = model(X_train)

@@ -26,7 +26,8 @@ def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gp
     section_9_1_tensors_on_device(chosen)
 
     runner.heading("9.2 Single-GPU training")
-    train_loader, test_loader = toy_loaders()  # EXTRA: section 6's (a04), from common
+    # EXTRA: section 6's loaders, from common (a script imports no other script)
+    train_loader, test_loader = toy_loaders()
     torch.manual_seed(123)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW: a GPU
