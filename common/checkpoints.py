@@ -105,6 +105,8 @@ def saved_whole(name: str, flag: str) -> Iterator[None]:
 def explain_load_errors(path: str) -> Iterator[None]:
     """One line for a file that cannot be used; an error in the scripts' lines: a traceback."""
     try:
+        if os.path.isdir(path):  # asked: Windows' open() says only "Permission denied"
+            raise UserError(f"{path}: a folder, not a saved file; check the path")
         if os.path.isfile(path) and os.path.getsize(path) == 0:
             raise UserError(f"{path}: the file is empty (an interrupted save?); save it again")
         yield

@@ -298,6 +298,9 @@ def tensor_cores(size: int) -> None:
     print(f"{'float32':>9}: {base * 1e3:9.3f} ms")
     fast, lacking = lower_precisions(device)
     for name, dtype, tf32 in fast:
+        if problem := measure.dtype_problem(dtype, device.type):
+            print(f"{name:>9}: left out: {problem}")
+            continue
         if device.type == "cpu" and (slower := measure.cpu_slowdown(dtype)) > 2:
             print(f"{name:>9}: left out: a {measure.PROBE} x {measure.PROBE} product took "
                   f"{slower:.0f}x float32's time, so this CPU has no {name} hardware "

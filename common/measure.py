@@ -146,10 +146,22 @@ class Blocks(nn.Module):
         return x
 
 
+def dtype_problem(dtype: torch.dtype, device_type: str) -> str | None:
+    """Why no tensor in ``dtype`` can be made on ``device_type``, or None: an MPS without
+    bfloat16 (macOS 13, torch 2.8 and older; an Intel Mac's AMD GPU) says so only when asked."""
+    try:
+        torch.zeros(1, dtype=dtype, device=device_type)
+    except (TypeError, RuntimeError) as err:
+        return str(err).splitlines()[0]
+    return None
+
+
 def amp_problem(dtype: torch.dtype, device_type: str) -> str | None:
     """Why autocast in ``dtype`` cannot run on ``device_type``, or None. Where torch lacks a
     dtype it warns and computes in float32: refused too, not mislabelled."""
     name = str(dtype).removeprefix("torch.")
+    if problem := dtype_problem(dtype, device_type):
+        return f"{name} on {device_type}: {problem}"
     if dtype == torch.float16 and device_type == "cpu":
         return "float16 autocast is for GPUs (CUDA, or MPS with torch 2.5+); on the CPU use bf16"
     is_available = getattr(torch.amp, "is_autocast_available", None)  # torch 2.4+

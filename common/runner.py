@@ -4,6 +4,7 @@ in one line where the learner can fix what went wrong (exit status 1; a flag's i
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -39,9 +40,25 @@ def run(main: Callable[..., None], *args: object, **kwargs: object) -> None:
             raise
         entry = 'see TROUBLESHOOTING.md: "error: process N"'
         fail(f"process {os.environ.get('RANK', 0)}: {words(err)} ({entry})", every_process=True)
-    except BrokenPipeError:  # piped into `head`, which stopped reading
+    except OSError as err:
+        if not reader_gone(err):
+            raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+
+
+def reader_gone(err: OSError) -> bool:
+    """Piped into `head` or `more`, which stopped reading: BrokenPipeError, or on Windows
+    often EINVAL (python/cpython#79935), which only a second try at the pipe tells apart."""
+    if isinstance(err, BrokenPipeError):
+        return True
+    if err.errno != errno.EINVAL:
+        return False
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return True
+    return False
 
 
 def words(err: BaseException) -> str:

@@ -22,7 +22,8 @@ sys.path.append(str(SHIMS))
 from answers import hide_accelerators  # noqa: E402
 
 # Windows' rules, where the suite runs on Windows or simulates it (SIMULATE_WINDOWS=1, a step of
-# .ci/run: subprocess refuses preexec_fn, symbolic links need developer mode, no `ps`)
+# .ci/run: subprocess refuses preexec_fn, symbolic links need developer mode, no `ps`, file
+# modes, a folder opened as a file; its children's torch has no libuv, so torchrun cannot start)
 WINDOWS = sys.platform == "win32" or os.environ.get("SIMULATE_WINDOWS") == "1"
 if WINDOWS and sys.platform != "win32":
     import windows_rules  # noqa: F401
@@ -35,6 +36,9 @@ fake_commands = pytest.mark.skipif(WINDOWS, reason="fakes a command (nvidia-smi,
 links = pytest.mark.skipif(WINDOWS, reason="a symbolic link needs developer mode on Windows")
 lists_processes = pytest.mark.skipif(WINDOWS or shutil.which("ps") is None,
                                      reason="lists a process's children with ps (Linux, macOS)")
+torchrun_starts = pytest.mark.skipif(WINDOWS, reason="torchrun cannot start on Windows: its own "
+                                     "store needs libuv, which torch's Windows wheels lack "
+                                     "(pytorch#139990); --spawn N runs there")
 
 SCRIPTS = [path.name for path in sorted(ROOT.glob("a0*.py"))]
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
@@ -66,6 +70,9 @@ def clean_env(*shims: str, accelerators: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
     env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun sets it: many processes, few cores
     names = ([] if accelerators else ["cpu_only"]) + list(shims)
+    if WINDOWS and sys.platform != "win32":  # every process's torch as Windows' wheels, and
+        names = [*dict.fromkeys([*names, "no_libuv"])]  # USE_LIBUV=0, as a08 sets there (the
+        env["USE_LIBUV"] = "0"  # children see Linux): torchrun's own store ignores it
     if names:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS), env.get("PYTHONPATH")]))
         env["TEST_SHIMS"] = ",".join(names)
@@ -248,7 +255,7 @@ def cpu_only_machine(request, monkeypatch):
     the process: test_lesson.py's proofs without a GPU run apart where there are GPUs.)"""
     if not request.node.get_closest_marker("gpu"):
         hide_accelerators(monkeypatch.setattr)
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # as shims/cpu_only: none, on purpose
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # as shims/cpu_only: none, on purpose
     for name in LAUNCH_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MASTER_PORT", str(free_port()))  # a08 in-process: not the text's 12345

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import a08_ddp_torchrun as a08
 from common import NeuralNetwork
-from conftest import ROOT, a08_command, clean_env, free_port, run, run_together
+from conftest import ROOT, a08_command, clean_env, free_port, run, run_together, torchrun_starts
 
 LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/00\d \| Batchsize 002 \| "
                   r"Train/Val Loss: (\d\.\d\d)$")
@@ -72,8 +72,9 @@ def ddp_runs(runs, tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("key", [2, SPAWN2, pytest.param(SPAWN3, marks=pytest.mark.stress),
-                                 *(pytest.param(n, marks=pytest.mark.stress) for n in (1, 8))])
+@pytest.mark.parametrize("key", [
+    pytest.param(2, marks=torchrun_starts), SPAWN2, pytest.param(SPAWN3, marks=pytest.mark.stress),
+    *(pytest.param(n, marks=[pytest.mark.stress, torchrun_starts]) for n in (1, 8))])
 def test_a08_runs_every_process_to_the_end(key, ddp_runs):
     nproc = {SPAWN2: 2, SPAWN3: 3}.get(key, key)
     result = ddp_runs(key)
@@ -117,6 +118,7 @@ def test_a08_gives_each_of_five_processes_a_batch_and_says_so(monkeypatch, capsy
     assert capsys.readouterr().out.startswith("Note: 5 examples leave some of the 5 processes")
 
 
+@torchrun_starts
 @pytest.mark.stress
 def test_a08_two_machines_use_global_ranks(ddp_runs):
     """Two torchruns with --nnodes=2 on one port: global ranks 0 to 3 (LOCAL_RANK is 0, 1)."""
@@ -214,6 +216,7 @@ def test_a08_process_group_backend(system, gpus, device, local, backend, gpu, li
     assert os.environ["USE_LIBUV"] == libuv
 
 
+@torchrun_starts
 @pytest.mark.stress
 def test_the_walkthroughs_torchrun_starts_where_the_hostname_is_an_ip6_arpa_name(tmp_path):
     """A Mac whose socket.getfqdn() answers an ip6.arpa name: torchrun repeated 'The IPv6
@@ -228,6 +231,7 @@ def test_the_walkthroughs_torchrun_starts_where_the_hostname_is_an_ip6_arpa_name
     assert "Parameters identical in all 2 processes: True" in result.stdout
 
 
+@torchrun_starts
 @pytest.mark.stress
 def test_a08_trains_under_the_deprecated_launcher(tmp_path):
     """`python -m torch.distributed.launch` (old tutorials, Colab notebooks) passes

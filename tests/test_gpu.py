@@ -14,6 +14,7 @@ from conftest import (
     run,
     run_script,
     section,
+    torchrun_starts,
 )
 
 pytestmark = [pytest.mark.gpu,
@@ -46,7 +47,8 @@ def ddp_lines_ok(result, nproc: int) -> None:
     assert f"Parameters identical in all {nproc} processes: True" in result.stdout
 
 
-@pytest.mark.parametrize("launch", ["torchrun", "spawn", "launch"])
+@pytest.mark.parametrize("launch", [pytest.param("torchrun", marks=torchrun_starts), "spawn",
+                                    pytest.param("launch", marks=torchrun_starts)])
 def test_a08_nccl_on_every_gpu(launch, tmp_path):
     """torchrun, --spawn, and the deprecated torch.distributed.launch (its --local-rank)."""
     command = {"torchrun": a08_command(nproc=GPUS), "spawn": a08_command("--spawn", str(GPUS)),

@@ -219,8 +219,10 @@ class Torch25MpsAutocast:
 
 
 def as_on_a_mac(monkeypatch, torch_version: str) -> None:
-    """The queries that describe the machine, patched: Apple's MPS present, no CUDA, and MPS
-    autocast as ``torch_version`` (2.4: none; 2.5: float16 only) has it."""
+    """The queries that describe the machine, patched: Apple's MPS present (macOS 14: every
+    dtype), no CUDA, and MPS autocast as ``torch_version`` (2.4: none; 2.5: float16 only) has
+    it."""
+    monkeypatch.setattr(measure, "dtype_problem", lambda dtype, device_type: None)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     if hasattr(torch, "accelerator"):  # torch 2.6+
@@ -283,6 +285,40 @@ def test_guides_leave_out_a_precision_the_device_lacks(monkeypatch, capsys):
     assert "bf16" not in out
     assert len(memory_rows(out)) == 0  # rows of three columns only
     assert re.search(r"^ +1024 \| +[\d.]+ \| +[\d.]+$", out, flags=re.M)
+
+
+def mps_without_bfloat16(monkeypatch, message: str) -> None:
+    """torch.zeros as on such a Mac: bfloat16 on MPS refused (torch's TORCH_CHECK_TYPE, a
+    TypeError), other MPS tensors made on the CPU."""
+    real = torch.zeros
+
+    def zeros(*size, dtype=None, device=None, **kwargs):
+        if str(device) == "mps":
+            if dtype == torch.bfloat16:
+                raise TypeError(message)
+            device = "cpu"
+        return real(*size, dtype=dtype, device=device, **kwargs)
+
+    monkeypatch.setattr(torch, "zeros", zeros)
+
+
+@pytest.mark.parametrize("message", [
+    "BFloat16 is not supported on MPS",  # an Intel Mac's AMD GPU, torch 2.2.2 (pytorch#141864)
+    "MPS BFloat16 is only supported on MacOS 14 or newer",  # macOS 13, torch up to 2.8
+])
+def test_an_mps_without_bfloat16_leaves_its_rows_out_in_one_line(message, monkeypatch, capsys):
+    """--benchmark's tensor cores and --gpu-guides' precisions: one line each, no traceback,
+    nothing timed or trained in bfloat16."""
+    mps_without_bfloat16(monkeypatch, message)
+    timed = []
+    monkeypatch.setattr(gpu_guide, "device_to_show", lambda device: torch.device("mps"))
+    monkeypatch.setattr(measure, "time_matmul", lambda shape, device, dtype=torch.float32:
+                        timed.append(dtype) or 0.001)
+    gpu_guide.tensor_cores(256)
+    assert f"bfloat16: left out: {message}\n" in capsys.readouterr().out
+    assert timed == [torch.float32, torch.float16]
+    assert gpu_guide.left_out("bfloat16", torch.device("mps"))
+    assert capsys.readouterr().out == f"bfloat16: left out: bfloat16 on mps: {message}\n"
 
 
 def test_benchmark_shows_the_lower_precisions(guides):

@@ -1,6 +1,8 @@
 """Ctrl-C and SIGTERM, to any process or launcher, while training or waiting for a peer:
 every process ends within seconds, without a traceback (test_snapshots: files stay whole)."""
 
+import errno
+import io
 import os
 import signal
 import subprocess
@@ -151,3 +153,43 @@ def test_a_notebook_keeps_its_interrupt_button(monkeypatch):
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+
+class ReaderGone(io.RawIOBase):
+    """stdout into a pipe whose reader stopped (`| head`, `| more`): every write fails with
+    ``error`` while it is set."""
+
+    def __init__(self, error: OSError | None) -> None:
+        self.error, self.fd = error, os.open(os.devnull, os.O_WRONLY)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if self.error:
+            raise self.error
+        return len(data)
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def an_error_of_its_own() -> None:
+    raise OSError(errno.EINVAL, "Invalid argument")
+
+
+@pytest.mark.parametrize("error", [BrokenPipeError(errno.EPIPE, "Broken pipe"),
+                                   OSError(errno.EINVAL, "Invalid argument")],
+                         ids=["posix", "windows (python/cpython#79935)"])
+def test_output_into_a_reader_that_stopped_ends_without_a_traceback(error, monkeypatch):
+    """`python a05_training_loop.py | head`: exit 1, quietly. The script's own EINVAL, its
+    output fine, keeps its traceback."""
+    pipe = ReaderGone(error)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BufferedWriter(pipe)))
+    with pytest.raises(SystemExit) as ended:
+        runner.run(print, "Epoch: 001/003 | Batch 000/002 | Train/Val Loss: 0.75")
+    assert ended.value.code == 1
+    pipe.error = None
+    with pytest.raises(OSError, match="Invalid argument"):
+        runner.run(an_error_of_its_own)
+    os.close(pipe.fd)

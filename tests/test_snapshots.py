@@ -28,6 +28,7 @@ from conftest import (
     run_main,
     run_together,
     start,
+    torchrun_starts,
 )
 
 
@@ -105,6 +106,7 @@ MISFIT_LINE = ("error: s.pt does not fit this script ({}): give another --snapsh
                "delete s.pt to start afresh")
 
 
+@torchrun_starts
 @pytest.mark.stress
 def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, capsys,
                                                                   tmp_path_factory):

@@ -8,5 +8,6 @@ import os
 
 from answers import hide_accelerators
 
-os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CUDA hidden from the driver on, where it is
+# CUDA hidden from the driver on, where it is ("" would do, but Windows drops an empty variable)
+os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
 hide_accelerators()

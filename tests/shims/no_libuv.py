@@ -1,4 +1,5 @@
-"""Test shim: a torch whose TCPStore has no libuv, as torch's Windows wheels are built.
+"""Test shim: a torch whose TCPStore has no libuv, as torch's Windows wheels are built (torch
+2.13's words; before 2.6 or so, "build without libuv support").
 
 Named in TEST_SHIMS (see sitecustomize.py): every TCPStore created with libuv (torch's
 default) then fails with the error those wheels give, in every module that holds torch's
@@ -18,8 +19,8 @@ _TCPStore = dist.TCPStore
 class TCPStoreWithoutLibuv(_TCPStore):
     def __init__(self, *args, **kwargs):
         if kwargs.get("use_libuv", True):
-            raise RuntimeError("use_libuv was requested but PyTorch was build without libuv "
-                               "support")
+            raise RuntimeError("use_libuv was requested but PyTorch was built without libuv "
+                               "support, run with USE_LIBUV=0 to disable it.")
         super().__init__(*args, **kwargs)
 
 

@@ -1,9 +1,13 @@
 """Windows' rules for the suite's own process, on Linux (SIMULATE_WINDOWS=1; conftest imports
 this): subprocess refuses ``preexec_fn`` and takes ``creationflags`` (here it drops them, as
-POSIX refuses them); a symbolic link needs developer mode (WinError 1314). The scripts the tests
-start run as on Linux."""
+POSIX refuses them); a symbolic link needs developer mode (WinError 1314); chmod keeps only the
+read-only flag, so a file reads 0o666 or 0o444 (CPython's os.chmod on Windows); opening a folder
+as a file is "Permission denied" (CPython's open(): Windows' CreateFileW, errno EACCES). The
+scripts the tests start run as on Linux, with a torch without libuv (conftest.clean_env)."""
 
+import builtins
 import os
+import stat
 import subprocess
 
 _popen_init = subprocess.Popen.__init__
@@ -19,5 +23,20 @@ def _symlink_without_developer_mode(*args, **kwargs):
     raise OSError(1314, "A required privilege is not held by the client")
 
 
+_chmod, _open = os.chmod, builtins.open
+
+
+def _chmod_as_on_windows(path, mode, *args, **kwargs):
+    _chmod(path, 0o666 if mode & stat.S_IWRITE else 0o444, *args, **kwargs)
+
+
+def _open_as_on_windows(file, *args, **kwargs):
+    if isinstance(file, (str, bytes, os.PathLike)) and os.path.isdir(file):
+        raise PermissionError(13, "Permission denied", file)
+    return _open(file, *args, **kwargs)
+
+
 subprocess.Popen.__init__ = _popen_as_on_windows
 os.symlink = _symlink_without_developer_mode
+os.chmod = _chmod_as_on_windows
+builtins.open = _open_as_on_windows
