@@ -47,12 +47,22 @@ def plot_path(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text}: the plot is a PNG; give a path ending in .png")
     try:
         import matplotlib  # noqa: F401
-    except ImportError:
+    except ModuleNotFoundError as err:
+        if err.name != "matplotlib":
+            raise unloadable(err) from None
         raise argparse.ArgumentTypeError(
             'needs matplotlib: pip install ".[plot]" in the clone\'s environment') from None
+    except Exception as err:  # a matplotlib built for NumPy 1, under NumPy 2: ImportError
+        raise unloadable(err) from None
     if problem := checkpoints.check_writable(text, "--plot"):  # before training, not after it
         raise argparse.ArgumentTypeError(problem)
     return text
+
+
+def unloadable(err: Exception) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(
+        f"matplotlib is installed but cannot load ({str(err).strip().splitlines()[0]}): "
+        f"pip install -U matplotlib in the clone's environment")
 
 
 def a05(doc: str) -> argparse.Namespace:

@@ -48,6 +48,23 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, caps
                                          '".[plot]" in the clone\'s environment')
 
 
+def test_plot_with_a_matplotlib_that_cannot_load_says_how_to_upgrade(tmp_path, monkeypatch,
+                                                                    capsys):
+    """matplotlib 3.7 (built for NumPy 1) under NumPy 2: installed, but its import fails;
+    `pip install ".[plot]"` would keep it."""
+    (tmp_path / "site" / "matplotlib").mkdir(parents=True)
+    (tmp_path / "site" / "matplotlib" / "__init__.py").write_text(
+        'raise ImportError("numpy.core.multiarray failed to import")\n')
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "matplotlib", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main("a05_training_loop.py", ["--plot", "plot.png"], capsys)
+    assert code == 2
+    assert err.splitlines()[-1].endswith("argument --plot: matplotlib is installed but cannot "
+                                         "load (numpy.core.multiarray failed to import): pip "
+                                         "install -U matplotlib in the clone's environment")
+
+
 def test_a05_plot_writes_a_png(tmp_path, monkeypatch, capsys):
     pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
