@@ -29,8 +29,8 @@ def accelerator() -> str | None:
 
 def install_notes() -> list[str]:
     """a01: a line for each way this install does not fit this machine."""
-    notes = [rosetta(), mps_off(), jetson() or gpu_unused(), gpu_missing_from_build(),
-             no_distributed()]
+    notes = [rosetta(), mps_off(), jetson() or gpu_unused() or container_without_gpus(),
+             gpu_missing_from_build(), no_distributed()]
     return [f"Note: {note}" for note in notes if note]
 
 
@@ -122,6 +122,21 @@ def gpu_unused() -> str | None:
             f"{torch.__version__} ({reason}), so everything runs on the CPU; after a laptop's "
             f"suspend, reboot; in a container, start it with the GPUs (docker run --gpus all); "
             f"a driver too old: update it (nvidia-smi shows its CUDA version)")
+
+
+CONTAINER_FILES = ("/.dockerenv", "/run/.containerenv")  # Docker's, Podman's
+
+
+def container_without_gpus() -> str | None:
+    """A CUDA build in a container that sees no GPU and no nvidia-smi: started without the
+    machine's GPUs (no --gpus, or no NVIDIA Container Toolkit), or on a machine without one."""
+    if torch.cuda.is_available() or torch.version.cuda is None or \
+            "CUDA_VISIBLE_DEVICES" in os.environ or \
+            not any(map(os.path.exists, CONTAINER_FILES)) or nvidia_smi():
+        return None
+    return ("this runs in a container, where torch (a CUDA build) sees no GPU: if the machine "
+            "has an NVIDIA GPU, start the container with it (docker run --gpus all, once the "
+            "machine has NVIDIA's Container Toolkit)")
 
 
 def gpu_missing_from_build() -> str | None:

@@ -441,6 +441,23 @@ def test_a_jetson_is_named_before_any_advice_for_pip(machine_with, monkeypatch, 
     assert devices.install_notes() == []
 
 
+def test_a_container_started_without_the_gpus_says_how_to_start_it(machine_with, monkeypatch,
+                                                                   tmp_path):
+    """Docker without --gpus (or without NVIDIA's Container Toolkit: 'could not select device
+    driver "" with capabilities: [[gpu]]'): no nvidia-smi inside, a CUDA build that sees
+    nothing, and a01 was silent."""
+    machine_with()
+    monkeypatch.setattr(torch.version, "cuda", "12.6")
+    (tmp_path / ".dockerenv").touch()
+    monkeypatch.setattr(devices, "CONTAINER_FILES", (str(tmp_path / ".dockerenv"),))
+    assert devices.install_notes() == [
+        "Note: this runs in a container, where torch (a CUDA build) sees no GPU: if the machine "
+        "has an NVIDIA GPU, start the container with it (docker run --gpus all, once the "
+        "machine has NVIDIA's Container Toolkit)"]
+    monkeypatch.setattr(torch.version, "cuda", None)  # a CPU build: chosen for the CPU
+    assert devices.install_notes() == []
+
+
 def test_an_intel_gpu_is_named_and_trained_on_when_asked(monkeypatch, capsys):
     """Intel's XPU (hexgrad/kokoro#273): section 9.1 shows it, and 9.2's line (CUDA, MPS) would
     train on the CPU without a word: a07 says so, and --device xpu is accepted."""

@@ -164,7 +164,7 @@ def test_the_uv_path_keeps_the_torch_it_installed(tmp_path):
         pytest.skip("no torch wheel on disk for this torch: PyPI's Linux build is several GB")
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-    here = {"uv venv --python 3.12": f"uv venv --python {sys.executable}",
+    here = {"uv venv --seed --python 3.12": f"uv venv --seed --python {sys.executable}",
             "uv pip install --no-config torch --torch-backend=auto":
                 f"uv pip install --no-config {wheel}"}
     assert set(here) < set(uv_lines())

@@ -18,8 +18,8 @@ NOT_RUN_HERE = {
     "pip install torch --index-url https://download.pytorch.org/whl/cu126":
         "for a GTX 10xx, P100 or V100 (Linux, Windows), or a driver that predates CUDA 13; that "
         "index cannot be reached here",
-    "uv venv --python 3.12": "the uv path: test_the_uv_path_keeps_the_torch_it_installed runs "
-                             "it with this Python",
+    "uv venv --seed --python 3.12":
+        "the uv path: test_the_uv_path_keeps_the_torch_it_installed runs it with this Python",
     "uv pip install --no-config torch --torch-backend=auto":
         "uv asks PyTorch's indexes, which cannot be reached here: the uv path's test installs "
         "this machine's torch wheel in its place",

@@ -180,6 +180,15 @@ def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path, capsys):
         ["[CPU0] Epoch: 001/001 | Batchsize 005 | Train/Val Loss: "]
 
 
+def test_a_label_beyond_the_models_outputs_keeps_its_traceback(tmp_path, capsys):
+    """A learner's num_outputs=1 (or a third class in the labels): cross_entropy's own error,
+    with the line that raised it (TROUBLESHOOTING.md says what it means)."""
+    a05 = copy_of("a05_training_loop.py", tmp_path, {
+        "NeuralNetwork(num_inputs=2, num_outputs=2)": "NeuralNetwork(num_inputs=2, num_outputs=1)"})
+    with pytest.raises(IndexError, match="Target 1 is out of bounds"):
+        run_main(str(a05), [], capsys)
+
+
 @pytest.fixture(scope="module")
 def a06(runs):
     return runs("a06_save_load.py")
