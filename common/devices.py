@@ -29,8 +29,8 @@ def accelerator() -> str | None:
 
 def install_notes() -> list[str]:
     """a01: a line for each way this install does not fit this machine."""
-    notes = [rosetta(), mps_off(), jetson() or gpu_unused() or container_without_gpus(),
-             gpu_missing_from_build(), no_distributed()]
+    notes = [rosetta(), mps_off(), jetson() or gpu_unused(), gpu_missing_from_build(),
+             no_distributed()]
     return [f"Note: {note}" for note in notes if note]
 
 
@@ -102,11 +102,13 @@ def no_distributed() -> str | None:
 def gpu_unused() -> str | None:
     """An NVIDIA GPU that the driver shows (nvidia-smi) and torch does not use: a CPU-only
     build (PyPI's torch for Windows always is one), or CUDA failing to start (after a laptop's
-    suspend; a container without /dev/nvidia-uvm; a driver too old for this build). Where
-    CUDA_VISIBLE_DEVICES is set, someone chose what torch sees: nothing to say."""
-    if torch.cuda.is_available() or "CUDA_VISIBLE_DEVICES" in os.environ or \
-            not (gpu := nvidia_smi()):
+    suspend; a container without /dev/nvidia-uvm; a driver too old for this build); with no
+    nvidia-smi, a container started without the GPUs. Where CUDA_VISIBLE_DEVICES is set,
+    someone chose what torch sees: nothing to say."""
+    if torch.cuda.is_available() or "CUDA_VISIBLE_DEVICES" in os.environ:
         return None
+    if not (gpu := nvidia_smi()):
+        return container_without_gpus()
     if torch.version.cuda is None:
         windows = ", as PyPI's torch for Windows always is" if platform.system() == "Windows" \
             else ""
@@ -128,11 +130,9 @@ CONTAINER_FILES = ("/.dockerenv", "/run/.containerenv")  # Docker's, Podman's
 
 
 def container_without_gpus() -> str | None:
-    """A CUDA build in a container that sees no GPU and no nvidia-smi: started without the
+    """gpu_unused, where no driver shows: a CUDA build in a container started without the
     machine's GPUs (no --gpus, or no NVIDIA Container Toolkit), or on a machine without one."""
-    if torch.cuda.is_available() or torch.version.cuda is None or \
-            "CUDA_VISIBLE_DEVICES" in os.environ or \
-            not any(map(os.path.exists, CONTAINER_FILES)) or nvidia_smi():
+    if torch.version.cuda is None or not any(map(os.path.exists, CONTAINER_FILES)):
         return None
     return ("this runs in a container, where torch (a CUDA build) sees no GPU: if the machine "
             "has an NVIDIA GPU, start the container with it (docker run --gpus all, once the "

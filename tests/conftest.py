@@ -70,9 +70,11 @@ def clean_env(*shims: str, accelerators: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
     env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun sets it: many processes, few cores
     names = ([] if accelerators else ["cpu_only"]) + list(shims)
-    if WINDOWS and sys.platform != "win32":  # every process's torch as Windows' wheels, and
-        names = [*dict.fromkeys([*names, "no_libuv"])]  # USE_LIBUV=0, as a08 sets there (the
-        env["USE_LIBUV"] = "0"  # children see Linux): torchrun's own store ignores it
+    if WINDOWS and sys.platform != "win32":
+        # every child's torch as Windows' wheels (no libuv), and USE_LIBUV=0, which a08 sets
+        # there itself (the children see Linux); torchrun's own store ignores it
+        names = [*dict.fromkeys([*names, "no_libuv"])]
+        env["USE_LIBUV"] = "0"
     if names:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS), env.get("PYTHONPATH")]))
         env["TEST_SHIMS"] = ",".join(names)

@@ -154,7 +154,6 @@ def test_a_notebook_keeps_its_interrupt_button(monkeypatch):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-
 class ReaderGone(io.RawIOBase):
     """stdout into a pipe whose reader stopped (`| head`, `| more`): every write fails with
     ``error`` while it is set."""
