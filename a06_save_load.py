@@ -50,6 +50,7 @@ def train_as_in_section_7(model: torch.nn.Module, train_loader: DataLoader,
         # Optional model evaluation
 
 
+# EXTRA: the trained model's logits for the training examples, to compare a restored one with
 def predict(model: torch.nn.Module) -> torch.Tensor:
     X_train = toy_data()[0]
     model.eval()
@@ -57,6 +58,7 @@ def predict(model: torch.nn.Module) -> torch.Tensor:
         return model(X_train)
 
 
+# EXTRA: section 7's predictions and accuracy, for the model restored from the file
 def report(model: torch.nn.Module) -> None:
     X_train, y_train = toy_data()[:2]
     # EXTRA: every training example, in order: the training loader shuffles and drops the
@@ -79,6 +81,7 @@ def main(load=None):
         return
 
     runner.heading("7 (recap) Training the model")
+    # EXTRA: section 6's loaders, from common (a script imports no other script)
     train_loader, _ = toy_loaders()
     torch.manual_seed(123)
     model = NeuralNetwork(num_inputs=2, num_outputs=2)

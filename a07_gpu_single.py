@@ -75,8 +75,8 @@ def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gp
 
 def section_9_1_tensors_on_device(device):
     print("torch.cuda.is_available():", torch.cuda.is_available())
-    tensor_1 = torch.tensor([1.0, 2.0, 3.0])
-    tensor_2 = torch.tensor([4.0, 5.0, 6.0])
+    tensor_1 = torch.tensor([1., 2., 3.])
+    tensor_2 = torch.tensor([4., 5., 6.])
     print("On the CPU:", tensor_1 + tensor_2)
     device = devices.show_device(device)  # EXTRA: the accelerator, named; or why none
     if device.type == "cpu":  # EXTRA: the rest needs an accelerator

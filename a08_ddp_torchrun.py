@@ -5,16 +5,18 @@ Section 9.2's loop with 9.3's changes (NEW): a process group, DistributedSampler
 Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchrun.py --spawn 2)
 """
 
-import os  # NEW: to read torchrun's variables
-import platform  # NEW: to tell Windows apart
-from datetime import timedelta  # EXTRA: how long a process waits for the others
-
 import torch
 import torch.nn.functional as F
-from torch.distributed import init_process_group, destroy_process_group  # NEW: the group
-from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model's wrapper
 from torch.utils.data import DataLoader
+
+# the new imports, in the text's order
+import os  # NEW: to read torchrun's variables
+import platform  # NEW: to tell Windows apart
 from torch.utils.data.distributed import DistributedSampler  # NEW: splits the data
+from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model's wrapper
+from torch.distributed import init_process_group, destroy_process_group  # NEW: the group
+
+from datetime import timedelta  # EXTRA: how long a process waits for the others
 
 from common import (
     NeuralNetwork,

@@ -6,12 +6,12 @@ Sections 5 to 9 all use these, so each is defined once here and the scripts impo
 ``python aNN_*.py`` finds this package from any working directory without installing it.
 This file imports nothing of ours: it can be pasted into a notebook as it is.
 
-Beside it: ``gpu_howto.py`` and ``gpu_guide.py``, the two GPU articles that came with the
-tutorial (a07 --gpu-guides; Exercise A.4, at the end of section 9.2, is in a07), and the companion's
-machinery, which you need not read to follow the tutorial: ``flags.py`` (every script's
-flags), ``runner.py`` (a script's run and its one-line errors), ``devices.py`` (devices, the
-install check), ``checkpoints.py`` (safe saves, loads, a08's snapshots), ``processes.py``
-(a08's processes), ``plots.py`` (--plot) and ``walkthrough.py``.
+Beside it: ``gpu_howto.py`` and ``gpu_guide.py``, two GPU articles the companion also runs,
+not part of the tutorial (a07 --gpu-guides; Exercise A.4, at the end of section 9.2, is in a07),
+and the companion's machinery, which you need not read to follow the tutorial: ``flags.py``
+(every script's flags), ``runner.py`` (a script's run and its one-line errors), ``devices.py``
+(devices, the install check), ``checkpoints.py`` (safe saves, loads, a08's snapshots),
+``processes.py`` (a08's processes), ``plots.py`` (--plot) and ``walkthrough.py``.
 """
 
 import torch
@@ -112,7 +112,8 @@ class NeuralNetwork(torch.nn.Module):
 # NEW: section 9.3's device argument; EXTRA: its default, "cpu", so that section 7's calls
 # without it still run
 def compute_accuracy(model, dataloader, device="cpu"):
-    """Section 7: the fraction of examples classified correctly."""
+    """Section 7: the fraction of examples classified correctly (the blog's form: the book's
+    Listing A.10 has the four lines after ``logits`` outside the ``with`` block)."""
 
     model = model.eval()
     correct = 0.0
@@ -125,9 +126,9 @@ def compute_accuracy(model, dataloader, device="cpu"):
         with torch.no_grad():
             logits = model(features)
 
-        predictions = torch.argmax(logits, dim=1)
-        compare = labels == predictions
-        correct += torch.sum(compare)
-        total_examples += len(compare)
+            predictions = torch.argmax(logits, dim=1)
+            compare = labels == predictions
+            correct += torch.sum(compare)
+            total_examples += len(compare)
 
     return (correct / total_examples).item()

@@ -1,7 +1,8 @@
-"""The GPU guide that came with the tutorial, runnable (a07 --gpu-guides, on a07's device; its
-tensor cores: a07 --benchmark): first its four models as it writes them, with its two defects
-FIXED; then its parts, each under a heading, what we added to them marked EXTRA, saying in one
-line what cannot run there."""
+"""The GPU guide, one of two GPU articles this companion also runs (a third party's, not part of
+the tutorial, which names neither), runnable (a07 --gpu-guides, on a07's device; its tensor
+cores: a07 --benchmark): first its four models as it writes them, with its two defects FIXED;
+then its parts, each under a heading, what we added to them marked EXTRA, saying in one line
+what cannot run there."""
 
 from __future__ import annotations
 
@@ -159,23 +160,23 @@ def batch_size_snippet(a07_device: torch.device) -> None:
     dataset = TensorDataset(X, (X[:, 0] > X[:, 1]).long())
     batch_size = 128
     device = a07_device  # EXTRA: a07's device, where it writes torch.device('cuda'): a GPU only
-    # EXTRA: a DataLoader, in place of the article's garbled line
-    train_loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
     model = NeuralNetwork(2, 2)  # EXTRA: a model, for the article's placeholder YourModel()
+    # EXTRA: a DataLoader, in place of the article's garbled line
+    dataloader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
     # EXTRA: the model to the device, as the batches below: the snippet trains nothing, our
     # completion of it does
     model = model.to(device)
     # EXTRA: the next seven lines: one epoch of section 9.2's training, which it lacks
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    for features, labels in train_loader:
+    for features, labels in dataloader:
         features, labels = features.to(device), labels.to(device)
         loss = nn.functional.cross_entropy(model(features), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    print(f"batch_size = {batch_size}: {len(train_loader)} batches for {len(dataset)} examples "
+    print(f"batch_size = {batch_size}: {len(dataloader)} batches for {len(dataset)} examples "
           f"(the last one {len(dataset) % batch_size}), one epoch on {device.type}; training "
-          f"accuracy {compute_accuracy(model, train_loader, device):.2f}. A larger batch fills "
+          f"accuracy {compute_accuracy(model, dataloader, device):.2f}. A larger batch fills "
           f"the GPU better and needs more memory (below).")
 
 

@@ -1,7 +1,8 @@
-"""The GPU how-to that came with the tutorial, runnable (a07 --gpu-guides): checking for GPUs,
-devices, moving tensors, DataParallel. Its published code for the checks was lost and its moving
-lines are garbled (an assignment with nothing after `=`): each is written out here as its prose
-describes it; what needs CUDA says so in one line."""
+"""The GPU how-to, one of two GPU articles this companion also runs (not part of the tutorial,
+which names neither), runnable (a07 --gpu-guides): checking for GPUs, devices, moving tensors,
+DataParallel. Its published code for the checks was lost and its moving lines are garbled (an
+assignment with nothing after `=`): each is written out here as its prose describes it; what
+needs CUDA says so in one line."""
 
 import torch
 import torch.nn as nn
@@ -41,13 +42,18 @@ def device_basics(device: torch.device) -> None:
     else:
         print(f"torch.cuda.current_device() and get_device_name(0) would name GPU 0 {NO_CUDA}")
     print("device:", device)  # EXTRA: a07's device, where the how-to picks CUDA or the CPU
+    x = torch.tensor([1, 2, 3])
+    print("Device: ", x.device)
+    x = x.to(device)  # EXTRA: the garbled move, written out
+    print("x.to(device):", x)  # EXTRA: the moved tensor, shown
     y = torch.tensor([4, 5, 6], device=device)
     print("y.device:", y.device)
     # EXTRA: get_device(), which the how-to describes in words: -1 on the CPU, else the index
     print("y.get_device():", y.get_device(), "(-1: the CPU)" if y.device.type == "cpu" else "")
-    print("y.to(device):", y.to(device))  # EXTRA: the garbled move, written out
-    for index in range(torch.cuda.device_count()):  # EXTRA: likewise, to each GPU by index
-        print(f'y.to("cuda:{index}"):', y.to(f"cuda:{index}"))
+    x = torch.tensor([8, 9, 10])
+    if cuda:  # EXTRA: only where there is a GPU 0
+        x = x.to("cuda:0")  # EXTRA: the garbled move to a GPU by its index, written out
+        print('x.to("cuda:0"):', x)
     tensor = torch.rand((100, 30))
     if cuda:  # EXTRA: .cuda() only where there is CUDA; its .device, which the how-to shows
         print("tensor.cuda().device:", tensor.cuda().device,
@@ -56,9 +62,9 @@ def device_basics(device: torch.device) -> None:
         print(f"tensor.cuda() would copy it to GPU 0, .cpu() back {NO_CUDA}")
     missing = torch.cuda.device_count()  # EXTRA: this line to the print: a GPU that is not there
     try:
-        torch.zeros(1).to(f"cuda:{missing}")
+        x.to(f"cuda:{missing}")
     except (RuntimeError, AssertionError) as err:
-        print(f'y.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
+        print(f'x.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
     # EXTRA: the guide's garbled .to('cuda') and .to('cpu') lines, written out on a07's device
     image = torch.randn(1, 3, 224, 224).to(device)
     conv = nn.Conv2d(3, 64, kernel_size=3, padding=1).to(device)

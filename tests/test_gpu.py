@@ -73,7 +73,7 @@ def test_a07_gpu_guides_on_cuda(tmp_path):
     text = section(result.stdout, "GPU how-to and GPU guide: device basics")
     assert "torch.cuda.current_device(): 0" in text
     assert re.search(r"^y\.get_device\(\): 0", text, flags=re.M)
-    assert "y.to(\"cuda:0\"): tensor([4, 5, 6], device='cuda:0')" in text
+    assert "x.to(\"cuda:0\"): tensor([ 8,  9, 10], device='cuda:0')" in text
     mixed = section(result.stdout, "GPU guide: mixed precision")
     assert re.search(r" float16: losses [\d., ]+; training accuracy 1\.0", mixed)
     memory = section(result.stdout, "GPU guide: batch size, memory and gradient checkpointing")

@@ -64,10 +64,10 @@ def test_the_tutorials_output_comes_first(guides):
 
 def test_device_basics_on_the_cpu(guides):
     text = section(guides, HEADINGS[0])
+    assert "Device:  cpu\nx.to(device): tensor([1, 2, 3])\ny.device: cpu\n" in text
     assert "y.get_device(): -1" in text
-    assert "y.device: cpu\n" in text
     assert "current_device() and get_device_name(0) would name GPU 0 (no CUDA" in text
-    assert re.search(r'^y\.to\("cuda:0"\) \(no such GPU\) fails: \S', text, flags=re.M)
+    assert re.search(r'^x\.to\("cuda:0"\) \(no such GPU\) fails: \S', text, flags=re.M)
     if torch.version.cuda is None:  # a CPU-only build says so; a CUDA build without a GPU
         assert "fails: Torch not compiled with CUDA enabled" in text  # names the driver
     assert "(1, 3, 224, 224) -> (1, 64, 224, 224), back on cpu" in text

@@ -16,6 +16,9 @@ from common import NeuralNetwork, ToyDataset, gpu_guide
 from conftest import ROOT
 
 TEXT_LINES_OF_A08 = [  # section 9.3's own lines, as the text writes them, in its order
+    "import torch", "import torch.nn.functional as F", "import os", "import platform",
+    "from torch.utils.data.distributed import DistributedSampler",
+    "from torch.nn.parallel import DistributedDataParallel as DDP",
     "from torch.distributed import init_process_group, destroy_process_group",
     "def ddp_setup(rank, world_size):",
     'if "MASTER_ADDR" not in os.environ:',
@@ -163,6 +166,9 @@ SECTION_7 = [  # section 7's statements in the text's order (a05; a07 adds 9.2's
     "loss = F.cross_entropy(logits, labels)  # Loss function", "optimizer.zero_grad()",
     "loss.backward()", "optimizer.step()", "### LOGGING", "model.eval()",
     "# Optional model evaluation"]
+SECTION_9_1 = ["tensor_1 = torch.tensor([1., 2., 3.])", "tensor_2 = torch.tensor([4., 5., 6.])",
+               "print(tensor_1 + tensor_2)", 'tensor_1 = tensor_1.to("cpu")',
+               "print(tensor_1 + tensor_2)"]  # a07 labels the first print
 SECTION_9_2 = ["model = NeuralNetwork(num_inputs=2, num_outputs=2)",
                'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # NEW',
                "model = model.to(device)  # NEW",
@@ -213,6 +219,54 @@ def test_sections_5_6_and_8_carry_the_texts_statements_in_order(script, lines):
                                            ("a07_gpu_single.py", SECTION_9_2)])
 def test_the_training_scripts_carry_their_sections_statements_in_order(script, lines):
     assert in_order((ROOT / script).read_text(), lines) == []
+
+
+def test_section_9_1_carries_the_texts_tensors():
+    """`[1., 2., 3.]` as the text writes it; a07's first print carries a label of ours."""
+    source = (ROOT / "a07_gpu_single.py").read_text().replace('print("On the CPU:", ', "print(")
+    assert in_order(source, SECTION_9_1) == []
+
+
+# compute_accuracy as the blog writes it (sections 7 and 9.3): the four lines after the logits
+# inside `with torch.no_grad():`
+COMPUTE_ACCURACY = """\
+        with torch.no_grad():
+            logits = model(features)
+
+            predictions = torch.argmax(logits, dim=1)
+            compare = labels == predictions
+            correct += torch.sum(compare)
+            total_examples += len(compare)
+
+    return (correct / total_examples).item()
+"""
+# The GPU articles' lines, as published, in their order; the how-to's garbled moves and the
+# guide's placeholders as the companion writes them out (EXTRA, saying why)
+HOWTO_LINES = ["x = torch.tensor([1, 2, 3])", 'print("Device: ", x.device)',
+               "x = x.to(device)  # EXTRA", "y = torch.tensor([4, 5, 6], device=device)",
+               "x = torch.tensor([8, 9, 10])", 'x = x.to("cuda:0")  # EXTRA',
+               "tensor = torch.rand((100, 30))", "model = LinearRegression(2, 5)", "print(model)"]
+GUIDE_SNIPPET = ["batch_size = 128", "device = a07_device  # EXTRA",
+                 "model = NeuralNetwork(2, 2)  # EXTRA",
+                 "dataloader = DataLoader(dataset, batch_size=batch_size, shuffle=True)"]
+
+
+@pytest.mark.parametrize("path, lines", [("common/__init__.py", [COMPUTE_ACCURACY]),
+                                         ("common/gpu_howto.py", HOWTO_LINES),
+                                         ("common/gpu_guide.py", GUIDE_SNIPPET)])
+def test_the_shared_code_and_the_articles_carry_their_lines_in_order(path, lines):
+    assert in_order((ROOT / path).read_text(), lines) == []
+
+
+@pytest.mark.parametrize("script", ["a05_training_loop.py", "a06_save_load.py",
+                                    "a07_gpu_single.py"])
+def test_what_a_script_adds_to_its_section_says_so(script):
+    """Section 6's loaders from common, and (a06, whose section has no functions) each function
+    beside main, under an EXTRA."""
+    lines = (ROOT / script).read_text().splitlines()
+    ours = [n for n, line in enumerate(lines) if line.strip().startswith("train_loader, ") or
+            (script == "a06_save_load.py" and line.startswith("def ") and "def main(" not in line)]
+    assert ours and [lines[n] for n in ours if "EXTRA: " not in comment_over(lines, n)] == []
 
 
 @pytest.mark.parametrize("script", ["a05_training_loop.py", "a07_gpu_single.py",
@@ -280,9 +334,9 @@ NEW_LINES = {
         "model = model.to(device)", "features, labels = features.to(device), labels.to(device)"],
     "a08_ddp_torchrun.py": [
         "import os", "import platform",
-        "from torch.distributed import init_process_group, destroy_process_group",
-        "from torch.nn.parallel import DistributedDataParallel as DDP",
         "from torch.utils.data.distributed import DistributedSampler",
+        "from torch.nn.parallel import DistributedDataParallel as DDP",
+        "from torch.distributed import init_process_group, destroy_process_group",
         "def ddp_setup(rank, world_size):", "def prepare_dataset():", "shuffle=False,",
         "pin_memory=True,", "sampler=DistributedSampler(train_ds)",
         "def main(rank, world_size, num_epochs):", "ddp_setup(rank, world_size)",

@@ -1,8 +1,9 @@
 """The published code that test_lesson.py and test_gpu_articles.py run: section 6's four
 tensors as the blog prints them (four labels for five examples), and the four model classes
-of the GPU guide, the longer of the two GPU articles that came with the tutorial, line for line
-as the article prints them (its comments left out). The article never defines the
-PositionalEncoding its TransformerLM uses: building that class raises NameError, as published.
+of the GPU guide, the longer of the two GPU articles the companion also runs (a third party's,
+not part of the tutorial), line for line as the article prints them (its comments left out).
+The article never defines the PositionalEncoding its TransformerLM uses: building that class
+raises NameError, as published.
 Nothing here is the companion's: a proof runs this code, asserts its failure (or its wrong
 result), and runs the same assertion on the companion's line (a04, common/gpu_guide.py) as its
 control; the other tests load the companion's classes with these classes' weights."""
