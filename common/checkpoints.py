@@ -141,15 +141,28 @@ def why_unusable(path: str, err: Exception) -> str:
     if devices - {"cpu"} and not str(err).startswith("Error(s) in loading"):
         return (f"saved on {'/'.join(sorted(devices - {'cpu'}))}, which this machine lacks; "
                 f"torch.load(PATH, map_location='cpu', weights_only=True) loads it onto the CPU")
-    if keys and all(str(key).startswith("module.") for key in keys):
-        return ("saved from a DistributedDataParallel model (keys start with 'module.'); load "
-                "it into the model with torch.nn.modules.utils."
-                "consume_prefix_in_state_dict_if_present(state_dict, 'module.') first")
+    if prefix := wrapper_prefix(keys):
+        wrapper, instead = WRAPPERS[prefix]
+        return (f"saved from a {wrapper} model (keys start with {prefix!r}); {instead}load it "
+                f"into the model with torch.nn.modules.utils."
+                f"consume_prefix_in_state_dict_if_present(state_dict, {prefix!r}) first")
     if key := next((key for key in ("model", "model_state_dict") if key in keys), None):
         return (f"a checkpoint that holds more than the model; its weights are under "
                 f"{key!r}: model.load_state_dict(torch.load(PATH)[{key!r}])")
     lines = str(err).strip().splitlines()  # load_state_dict's first mismatch, or its words
     return f"does not fit this model ({(lines[1:] or lines)[0].strip()[:160]})"
+
+
+# The prefix a wrapper puts before every key of its model's state_dict: the wrapper, and how
+# to save the model without it
+WRAPPERS = {"module.": ("DistributedDataParallel", ""),
+            "_orig_mod.": ("torch.compile", "save model._orig_mod.state_dict() instead, or ")}
+
+
+def wrapper_prefix(keys: list) -> str | None:
+    """The WRAPPERS prefix every key starts with, or None."""
+    return next((prefix for prefix in WRAPPERS
+                 if keys and all(str(key).startswith(prefix) for key in keys)), None)
 
 
 def require_finite(state_dict: dict, path: str) -> None:
@@ -191,6 +204,12 @@ class Snapshot:
         """What the script edited since this snapshot was written, or None where it fits."""
         saved = {name: tuple(tensor.shape) for name, tensor in self.model.items()}
         now = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+        prefixes = wrapper_prefix(list(saved)), wrapper_prefix(list(now))
+        if prefixes[0] != prefixes[1]:  # torch.compile added or taken away since
+            prefix = prefixes[1] or prefixes[0]
+            return (f"{'this script' if prefixes[1] else 'the snapshot'}'s model is wrapped by "
+                    f"{WRAPPERS[prefix][0]}, its keys starting with {prefix!r}, the "
+                    f"{'snapshot' if prefixes[1] else 'script'}'s not")
         if saved != now:
             name = next(n for n in [*now, *saved] if saved.get(n) != now.get(n))
             return (f"the model's {name} is {saved.get(name, 'missing')} in the snapshot, "

@@ -41,6 +41,9 @@ def bad_files(folder: Path) -> dict[str, str]:
     (folder / "a_folder.pth").mkdir()
     torch.save({"epoch": 3, "model_state_dict": model.state_dict()}, folder / "general.pth")
     torch.save({f"module.{k}": v for k, v in model.state_dict().items()}, folder / "ddp.pth")
+    # torch.compile(model).state_dict(), as test_snapshots' "compiled" edit makes it
+    torch.save({f"_orig_mod.{k}": v for k, v in model.state_dict().items()},
+               folder / "compiled.pth")
     torch.save({"w": CodeRunningPickle(folder / "CODE_RAN")}, folder / "evil.pth")
     saved_on("cuda", folder / "colab.pth")
     saved_on("mps", folder / "mac.pth")
@@ -58,6 +61,10 @@ def bad_files(folder: Path) -> dict[str, str]:
                        "are under 'model_state_dict'",
         "ddp.pth": "ddp.pth: saved from a DistributedDataParallel model (keys start with "
                    "'module.')",
+        "compiled.pth": "compiled.pth: saved from a torch.compile model (keys start with "
+                        "'_orig_mod.'); save model._orig_mod.state_dict() instead, or load it "
+                        "into the model with torch.nn.modules.utils."
+                        "consume_prefix_in_state_dict_if_present(state_dict, '_orig_mod.') first",
         "evil.pth": "evil.pth: refused: it holds Python objects, not only tensors, and "
                     "loading it could run code",
         "colab.pth": "colab.pth: saved on cuda, which this machine lacks; torch.load(PATH, "
@@ -74,7 +81,7 @@ def files(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["missing.pth", "empty.pth", "truncated.pth", "notes.pth",
                                   "other_arch.pth", "a_folder.pth", "general.pth", "ddp.pth",
-                                  "evil.pth", "colab.pth", "mac.pth"])
+                                  "compiled.pth", "evil.pth", "colab.pth", "mac.pth"])
 def test_a06_load_of_an_unusable_file_is_one_line(name, files, capsys):
     if name == "mac.pth" and torch.backends.mps.is_built():
         pytest.skip("this torch loads MPS tensors (a Mac)")
@@ -92,7 +99,9 @@ def test_the_explained_remedies_work(files):
     state = torch.load(folder / "colab.pth", map_location="cpu", weights_only=True)
     torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(
         ddp := torch.load(folder / "ddp.pth", weights_only=True), "module.")
-    for loaded in (state, ddp):
+    torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(
+        compiled := torch.load(folder / "compiled.pth", weights_only=True), "_orig_mod.")
+    for loaded in (state, ddp, compiled):
         NeuralNetwork(2, 2).load_state_dict(loaded)
 
 

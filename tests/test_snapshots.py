@@ -99,6 +99,10 @@ LEARNERS_EDITS = {  # what the text invites a learner to change, and what a08 th
     "three classes": ("a08_ddp_torchrun.py", {"num_outputs=2)": "num_outputs=3)"},
                       "the model's layers.4.weight is (2, 20) in the snapshot, (3, 20) in this "
                       "script"),
+    "compiled": ("a08_ddp_torchrun.py", {"model = model.to(device)": "model = torch.compile("
+                                         "model.to(device))"},  # state_dict's keys; no compile
+                 "this script's model is wrapped by torch.compile, its keys starting with "
+                 "'_orig_mod.', the snapshot's not"),
 }
 MISFITS = [("wider", "torchrun 2"), ("adam", "torchrun 2"), ("wider", "spawn 2"),
            ("adam", "torchrun 1"), ("adam", "plain")]
@@ -135,7 +139,7 @@ def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, ca
         assert (result.cwd / "s.pt").read_bytes() == snapshot
 
 
-@pytest.mark.parametrize("edit", ["adam", "three classes"])
+@pytest.mark.parametrize("edit", ["adam", "three classes", "compiled"])
 def test_a_snapshot_an_edit_of_a08s_lines_no_longer_fits_is_one_line(edit, one_process, capsys,
                                                                      tmp_path_factory):
     """The same refusal, here (the edit is a08's own line): the optimizer, the model's shape."""
