@@ -61,9 +61,9 @@ def mps_off() -> str | None:
                 f"or newer, and this Mac runs macOS {macos}; update macOS, or install an "
                 f'older torch (pip install "torch<2.9")')
     return (f"this Mac has Apple's GPU and torch {torch.__version__} is built for it, but this "
-            f"process sees no Metal device: it runs in a sandbox or a virtual machine (an "
-            f"IDE's or an agent's sandbox, a VM, a container), which hides the GPU; run it from "
-            f"macOS's own Terminal")
+            f"process sees no Metal device: something hides the GPU from it, a sandbox or a "
+            f"virtual machine (an IDE's or an agent's sandbox, a VM, a container; this "
+            f"project's tests hide it on purpose); run it from macOS's own Terminal")
 
 
 def mps_argmax_wrong() -> str | None:

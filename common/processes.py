@@ -74,7 +74,8 @@ def spawn(main: Callable[..., None], nprocs: int, *args: object, **kwargs: objec
     """--spawn N: ``main(rank, N, *args, **kwargs)`` in N processes, as the book's
     DDP-script.py starts them, meeting at a free port without libuv (Windows' torch lacks it),
     each seeded as this one is (new Pythons: they skip ``__main__``). A worker that fails has
-    said why."""
+    said why in one line; one that raised (an error in a line the learner edited): its
+    traceback, once, not inside this process's own."""
     import torch.multiprocessing as mp
     from torch.distributed.elastic.utils.distributed import get_free_port
 
@@ -84,6 +85,9 @@ def spawn(main: Callable[..., None], nprocs: int, *args: object, **kwargs: objec
     try:
         mp.spawn(_worker, args=(nprocs, torch.initial_seed(), main, args, kwargs),
                  nprocs=nprocs)
+    except mp.ProcessRaisedException as err:  # torch's spawn carries the worker's traceback
+        print(str(err).strip(), file=sys.stderr)
+        sys.exit(1)
     except mp.ProcessExitedException as err:
         if (code := err.exit_code or 1) < 0:  # a signal ended it; torch ended the others
             print(f"error: process {err.error_index} was ended by "

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
 
 import torch.distributed as dist
+
+# gloo's errors start with its source file's path, as each OS's build of torch writes it:
+# "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer" (Linux), or
+# "[enforce fail at C:\...\third_party\gloo\gloo\transport\uv\device.cc:164] ..." (Windows)
+GLOO_SOURCE = re.compile(r"[/\\]gloo[/\\]")
 
 
 class UserError(Exception):
@@ -36,7 +42,7 @@ def run(main: Callable[..., None], *args: object, **kwargs: object) -> None:
         fail(str(err))
     except RuntimeError as err:  # a process group that cannot start, or loses a peer: torch's
         # DistError, or gloo's RuntimeError, which names its source file
-        if not isinstance(err, getattr(dist, "DistError", ())) and "/gloo/" not in str(err):
+        if not isinstance(err, getattr(dist, "DistError", ())) and not GLOO_SOURCE.search(str(err)):
             raise
         entry = 'see TROUBLESHOOTING.md: "error: process N"'
         fail(f"process {os.environ.get('RANK', 0)}: {words(err)} ({entry})", every_process=True)

@@ -71,9 +71,9 @@ def clean_env(*shims: str, accelerators: bool = False) -> dict:
     env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun sets it: many processes, few cores
     names = ([] if accelerators else ["cpu_only"]) + list(shims)
     if WINDOWS and sys.platform != "win32":
-        # every child's torch as Windows' wheels (no libuv), and USE_LIBUV=0, which a08 sets
-        # there itself (the children see Linux); torchrun's own store ignores it
-        names = [*dict.fromkeys([*names, "no_libuv"])]
+        # every child answers as Windows (platform.system()), its torch as Windows' wheels (no
+        # libuv), with USE_LIBUV=0 (torchrun's own store ignores it)
+        names = [*dict.fromkeys([*names, "as_windows", "no_libuv"])]
         env["USE_LIBUV"] = "0"
     if names:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS), env.get("PYTHONPATH")]))
@@ -177,13 +177,13 @@ def copy_of(script: str, folder: Path, edits: dict[str, str] | None = None,
     """A learner's copy of ``script`` in ``folder`` (as ``name``), common/ copied beside it (a
     link needs developer mode on Windows), each ``old`` text in ``edits`` (there: asserted)
     replaced by its ``new``."""
-    source = (ROOT / script).read_text()
+    source = (ROOT / script).read_text(encoding="utf-8")
     for old, new in (edits or {}).items():
         assert old in source, old
         source = source.replace(old, new)
     shutil.copytree(ROOT / "common", folder / "common", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (copy := folder / (name or script)).write_text(source)
+    (copy := folder / (name or script)).write_text(source, encoding="utf-8")
     return copy
 
 
@@ -263,6 +263,18 @@ def cpu_only_machine(request, monkeypatch):
     monkeypatch.setenv("MASTER_PORT", str(free_port()))  # a08 in-process: not the text's 12345
 
 
+@pytest.fixture(autouse=True)
+def windows_answers(monkeypatch):
+    """SIMULATE_WINDOWS=1: this process too answers platform.system() as Windows (its children:
+    shims/as_windows), and a08's USE_LIBUV=0 there stays in the test that set it."""
+    if WINDOWS and sys.platform != "win32":
+        import platform
+
+        from answers import answering
+        monkeypatch.setattr(platform, "system", answering(platform.system, "Windows"))
+        monkeypatch.setenv("USE_LIBUV", "0")
+
+
 # where a worker's hung test leaves every thread's stack, for the report (the workers inherit it)
 MADE_STACKS = "COMPANION_TEST_STACKS" not in os.environ
 STACKS = Path(os.environ.setdefault("COMPANION_TEST_STACKS", tempfile.mkdtemp(prefix="stacks-")))
@@ -326,4 +338,4 @@ class HungTests:
                 unit[crashitem] = True
         stacks = STACKS / f"{report.node.gateway.id}.txt"
         if stacks.exists():
-            report.longrepr = f"{report.longrepr}\n{stacks.read_text()}"
+            report.longrepr = f"{report.longrepr}\n{stacks.read_text(encoding='utf-8')}"

@@ -10,10 +10,21 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from answers import lost_peer
 
 import a08_ddp_torchrun as a08
-from common import NeuralNetwork
-from conftest import ROOT, a08_command, clean_env, free_port, run, run_together, torchrun_starts
+from common import NeuralNetwork, processes
+from conftest import (
+    ROOT,
+    a08_command,
+    clean_env,
+    copy_of,
+    free_port,
+    run,
+    run_main,
+    run_together,
+    torchrun_starts,
+)
 
 LOSS = re.compile(r"^\[CPU(\d+)\] Epoch: (\d{3})/00\d \| Batchsize 002 \| "
                   r"Train/Val Loss: (\d\.\d\d)$")
@@ -244,3 +255,71 @@ def test_a08_trains_under_the_deprecated_launcher(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(parse(result.stdout)) == [0, 1]
     assert "Parameters identical in all 2 processes: True" in result.stdout
+
+
+LOST_PEER = ('error: process {}: Connection closed by peer [127.0.0.1]:29500 (see '
+             'TROUBLESHOOTING.md: "error: process N")')
+
+
+@pytest.mark.parametrize("system", ["Linux", "Windows"])
+def test_a_lost_peer_ends_a08_in_one_line_in_either_oss_words(system, monkeypatch, capsys):
+    """gloo's error names its source file, with slashes in Linux's build of torch and with
+    backslashes in Windows' (answers.lost_peer): in either, one line and exit 1."""
+    monkeypatch.setattr(platform, "system", lambda: system)
+    monkeypatch.setenv("USE_LIBUV", "1")  # what a08 sets on Windows, undone after
+
+    def all_reduce(*args, **kwargs):
+        raise lost_peer()
+    monkeypatch.setattr(dist, "all_reduce", all_reduce)
+    code, _, err = run_main("a08_ddp_torchrun.py", [], capsys)
+    assert (code, err) == (1, LOST_PEER.format(0) + "\n")
+
+
+def test_spawn_shows_a_workers_traceback_once(monkeypatch, capsys):
+    """A worker's error in a line the learner edited: torch's spawn hands its traceback to the
+    parent inside a ProcessRaisedException, whose own traceback would come around it. The real
+    runs: the stress test below."""
+    import signal
+
+    import torch.multiprocessing as mp
+    trace = ('Traceback (most recent call last):\n  File "a08_ddp_torchrun.py", line 127, in '
+             'main\nRuntimeError: mat1 and mat2 shapes cannot be multiplied (2x2 and 3x30)\n')
+
+    def spawn(*args, **kwargs):
+        raise mp.ProcessRaisedException(
+            f"\n\n-- Process 1 terminated with the following error:\n{trace}", 1, 4321)
+    monkeypatch.setattr(mp, "spawn", spawn)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # this process keeps its own
+    for name in ("MASTER_ADDR", "MASTER_PORT", "USE_LIBUV"):
+        monkeypatch.setenv(name, "")  # what spawn sets, undone after
+    with pytest.raises(SystemExit) as ended:
+        processes.spawn(a08.main, 2, 3)
+    err = capsys.readouterr().err
+    assert ended.value.code == 1 and err.count("Traceback") == 1 and err.endswith(trace), err
+
+
+@pytest.mark.stress
+def test_a_lost_peer_or_a_learners_error_reaches_the_learner_once(tmp_path_factory):
+    """--spawn 2 whose every all_reduce meets a lost peer, in Linux's words and in Windows':
+    an `error: process N` line from each process that said it before the run ended, nothing
+    else, exit 1; torchrun the same, but for torchrun's own report. A learner's own error under
+    --spawn (a model for 3 inputs): one traceback, that worker's."""
+    edited = copy_of("a08_ddp_torchrun.py", tmp_path_factory.mktemp("edited"),
+                     {"NeuralNetwork(num_inputs=2,": "NeuralNetwork(num_inputs=3,"})
+    commands = {"Linux": a08_command("--spawn", "2"), "Windows": a08_command("--spawn", "2"),
+                "edited": a08_command("--spawn", "2", script=edited)}
+    shims = {"Linux": ["lost_peer"], "Windows": ["as_windows", "lost_peer"], "edited": []}
+    if not torchrun_starts.args[0]:
+        commands["torchrun"], shims["torchrun"] = a08_command(nproc=2), ["lost_peer"]
+    results = run_together(commands, lambda key: tmp_path_factory.mktemp(key),
+                           lambda key: clean_env(*shims[key]) | {"MASTER_PORT": str(free_port())})
+    for key, result in results.items():
+        assert result.returncode == 1, (key, result.stderr[-3000:])
+        if key == "edited":
+            assert result.stderr.count("Traceback (most recent call last)") == 1, result.stderr
+            assert "mat1 and mat2 shapes cannot be multiplied" in result.stderr
+            continue
+        ours = [line for line in result.stderr.splitlines() if "error: process" in line]
+        assert ours and set(ours) <= {LOST_PEER.format(rank) for rank in (0, 1)}, result.stderr
+        if key != "torchrun":  # whose own report follows
+            assert len(ours) == len(result.stderr.splitlines()), result.stderr

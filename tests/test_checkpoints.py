@@ -109,7 +109,7 @@ def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files):
     """The file is fine, the learner's edit of a06's load line is wrong (a keyword mistyped):
     the edited script, run from its own path in the clone."""
     folder, _ = files
-    source = (ROOT / "a06_save_load.py").read_text()
+    source = (ROOT / "a06_save_load.py").read_text(encoding="utf-8")
     line = "torch.load(load, weights_only=True)))"
     assert line in source
     edited = {"__name__": "edited"}

@@ -139,7 +139,7 @@ def test_a08_carries_the_texts_lines_in_order():
     for several of the text's)."""
     ours = [A08_WRITES_OTHERWISE.get(line, line) for line in TEXT_LINES_OF_A08]
     ours = [line for number, line in enumerate(ours) if number == 0 or line != ours[number - 1]]
-    assert in_order((ROOT / "a08_ddp_torchrun.py").read_text(), ours) == []
+    assert in_order((ROOT / "a08_ddp_torchrun.py").read_text(encoding="utf-8"), ours) == []
 
 
 def comment_over(lines: list[str], number: int) -> str:
@@ -151,7 +151,7 @@ def comment_over(lines: list[str], number: int) -> str:
 
 
 def test_each_line_a08_writes_otherwise_says_why_in_an_extra():
-    lines = (ROOT / "a08_ddp_torchrun.py").read_text().splitlines()
+    lines = (ROOT / "a08_ddp_torchrun.py").read_text(encoding="utf-8").splitlines()
     unmarked = [ours for ours in set(A08_WRITES_OTHERWISE.values())
                 if "EXTRA: " not in comment_over(lines, next(
                     n for n, line in enumerate(lines) if line.strip().startswith(ours)))]
@@ -210,7 +210,8 @@ SECTION_8 = ['torch.save(model.state_dict(), "model.pth")', "model = NeuralNetwo
 def test_sections_5_6_and_8_carry_the_texts_statements_in_order(script, lines):
     """As the text writes them, in its order (indentation aside); a label beside a printed
     value is ours."""
-    source = "\n".join(line.strip() for line in (ROOT / script).read_text().splitlines())
+    source = "\n".join(line.strip() for line in
+                       (ROOT / script).read_text(encoding="utf-8").splitlines())
     assert in_order(source, lines) == []
 
 
@@ -218,12 +219,13 @@ def test_sections_5_6_and_8_carry_the_texts_statements_in_order(script, lines):
                                            ("a07_gpu_single.py", SECTION_7),
                                            ("a07_gpu_single.py", SECTION_9_2)])
 def test_the_training_scripts_carry_their_sections_statements_in_order(script, lines):
-    assert in_order((ROOT / script).read_text(), lines) == []
+    assert in_order((ROOT / script).read_text(encoding="utf-8"), lines) == []
 
 
 def test_section_9_1_carries_the_texts_tensors():
     """`[1., 2., 3.]` as the text writes it; a07's first print carries a label of ours."""
-    source = (ROOT / "a07_gpu_single.py").read_text().replace('print("On the CPU:", ', "print(")
+    source = (ROOT / "a07_gpu_single.py").read_text(encoding="utf-8")
+    source = source.replace('print("On the CPU:", ', "print(")
     assert in_order(source, SECTION_9_1) == []
 
 
@@ -255,7 +257,7 @@ GUIDE_SNIPPET = ["batch_size = 128", "device = a07_device  # EXTRA",
                                          ("common/gpu_howto.py", HOWTO_LINES),
                                          ("common/gpu_guide.py", GUIDE_SNIPPET)])
 def test_the_shared_code_and_the_articles_carry_their_lines_in_order(path, lines):
-    assert in_order((ROOT / path).read_text(), lines) == []
+    assert in_order((ROOT / path).read_text(encoding="utf-8"), lines) == []
 
 
 @pytest.mark.parametrize("script", ["a05_training_loop.py", "a06_save_load.py",
@@ -263,7 +265,7 @@ def test_the_shared_code_and_the_articles_carry_their_lines_in_order(path, lines
 def test_what_a_script_adds_to_its_section_says_so(script):
     """Section 6's loaders from common, and (a06, whose section has no functions) each function
     beside main, under an EXTRA."""
-    lines = (ROOT / script).read_text().splitlines()
+    lines = (ROOT / script).read_text(encoding="utf-8").splitlines()
     ours = [n for n, line in enumerate(lines) if line.strip().startswith("train_loader, ") or
             (script == "a06_save_load.py" and line.startswith("def ") and "def main(" not in line)]
     assert ours and [lines[n] for n in ours if "EXTRA: " not in comment_over(lines, n)] == []
@@ -274,7 +276,7 @@ def test_what_a_script_adds_to_its_section_says_so(script):
 def test_no_line_of_ours_inside_the_texts_batch_loop(script):
     """The companion's features sit around the lesson (a line the section changes, NEW, may
     say why ours differs from the text's: EXTRA after NEW)."""
-    source = (ROOT / script).read_text()
+    source = (ROOT / script).read_text(encoding="utf-8")
     start = source.index("in enumerate(train_loader):" if "a08" not in script
                          else "for features, labels in train_loader:")
     loop = source[start:source.index("model.eval()", start)]
@@ -285,7 +287,7 @@ def test_no_line_of_ours_inside_the_texts_batch_loop(script):
 
 def loop(script: str) -> list[str]:
     """The lines of a script's epoch loop, from its header to the text's closing comment."""
-    source = (ROOT / script).read_text()
+    source = (ROOT / script).read_text(encoding="utf-8")
     start = source.index("    for epoch in range(")
     return source[start:source.index("        # Optional model evaluation\n", start)].splitlines()
 
@@ -316,7 +318,7 @@ def test_every_marker_says_what_for_and_new_comes_first():
     """One comment may carry two markers (`# NEW: ...; FIXED: ...`): each once, each followed
     by words, NEW first, so that a search for NEW finds every change the section makes."""
     for path in MARKED_FILES:
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             comment = line.partition("#")[2]
             found = re.findall(r"\b(NEW|EXTRA|FIXED)\b", comment)
             where = f"{path.name}:{number}: {line.strip()}"
@@ -355,7 +357,7 @@ NEW_LINES = {
 
 def new_lines(script: str):
     """The code of each line marked NEW (a NEW comment standing alone: the line under it)."""
-    lines = [line.strip() for line in (ROOT / script).read_text().splitlines()]
+    lines = [line.strip() for line in (ROOT / script).read_text(encoding="utf-8").splitlines()]
     for number, line in enumerate(lines):
         if "# NEW" in line:
             code = line.partition("# NEW")[0].strip()
@@ -386,7 +388,7 @@ def test_every_fixed_line_names_the_test_that_runs_the_text_failing():
     own setting, asserts the failure by type and message (or the wrong result), and runs the
     same assertion on our line as its control."""
     comments = [(path.name, line.split("FIXED: ", 1)[1]) for path in MARKED_FILES
-                for line in path.read_text().splitlines() if "FIXED: " in line]
+                for line in path.read_text(encoding="utf-8").splitlines() if "FIXED: " in line]
     unproven = [c for c in comments if not any(c[1].startswith(k) for k in FIXED_PROOFS)]
     assert unproven == []
     assert [name for name in FIXED_PROOFS.values() if name not in globals()] == []
@@ -396,7 +398,7 @@ def test_every_fixed_line_names_the_test_that_runs_the_text_failing():
 def tensors_of(path: Path) -> dict[str, torch.Tensor]:
     """The file's ``X_train = torch.tensor(...)``-style lines (section 6's data), evaluated."""
     found = {}
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                 and ast.unparse(node.value.func) == "torch.tensor"):
             found[ast.unparse(node.targets[0])] = eval(ast.unparse(node.value), {"torch": torch})

@@ -190,6 +190,7 @@ def amd_machine(monkeypatch, tmp_path):
     torch answers there: available as `cuda`, ``torch.version.hip`` set, the GPU's
     architecture in ``gcnArchName``."""
     def simulate(name, gfx):
+        monkeypatch.setattr(platform, "system", lambda: "Linux")  # ROCm's torch: Linux
         monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
         monkeypatch.delenv("HSA_OVERRIDE_GFX_VERSION", raising=False)
@@ -299,7 +300,8 @@ def test_an_apple_silicon_mac_on_macos_13_is_told_why_mps_is_off(mac, monkeypatc
 
 
 NO_METAL = ("this Mac has Apple's GPU and torch 2.13.0+cpu is built for it, but this process "
-            "sees no Metal device: it runs in a sandbox or a virtual machine")
+            "sees no Metal device: something hides the GPU from it, a sandbox or a virtual "
+            "machine")
 
 
 def test_an_apple_silicon_mac_whose_process_sees_no_metal_device(mac, monkeypatch, capsys):
@@ -390,7 +392,7 @@ def test_pip_install_asks_each_machine_for_a_torch_that_works_there(machine, acc
     tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ reads pyproject.toml")
     from packaging.requirements import Requirement
     requirements = [Requirement(line) for line in tomllib.loads(
-        (ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+        (ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]]
     here = [r for r in requirements if r.marker.evaluate(MACHINE_MARKERS[machine])]
     assert sorted(r.name for r in here) == ["numpy", "torch"], here
     specifier = {r.name: r.specifier for r in here}

@@ -26,7 +26,7 @@ def notebook_cells() -> list[str]:
 def test_the_readmes_notebook_cells_are_the_ones_the_kernel_runs():
     """The Quick start's Colab and Jupyter line: the entry's first cells, which the stress run
     executes in a real kernel (below)."""
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     line = readme[readme.index("**In Colab or Jupyter**"):]
     line = line[:line.index("\n\n")]
     cells = [span for span in re.findall(r"`([^`]+)`", line)

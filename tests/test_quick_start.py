@@ -25,7 +25,8 @@ def quick_start_lines(shell: str = "bash") -> list[str]:
     lines for one system's torch (bash, or PowerShell then the lines for every system)."""
     text = readme()
     quick = text[text.index("## Quick start"):text.index("## What success looks like")]
-    blocks = [(kind, [line for line in block.splitlines() if line.strip()])
+    blocks = [(kind, [line for line in block.splitlines()
+                      if line.strip() and not line.startswith("#")])
               for kind, block in re.findall(r"```(bash|powershell)\n(.*?)```", quick, re.S)]
     blocks = [(kind, lines) for kind, lines in blocks  # not one system's torch, nor uv's path
               if not lines[0].startswith(("pip install torch", "uv "))]
@@ -35,7 +36,7 @@ def quick_start_lines(shell: str = "bash") -> list[str]:
 
 def workflow_step_lines(name: str) -> list[str]:
     """The lines of the ``run: |`` script of the GitHub workflow's step called ``name``."""
-    text = (ROOT / ".github" / "workflows" / "tests.yml").read_text()
+    text = (ROOT / ".github" / "workflows" / "tests.yml").read_text(encoding="utf-8")
     step = text[text.index(f"- name: {name}\n"):]
     script = step[step.index("run: |\n") + len("run: |\n"):]
     indent = len(script) - len(script.lstrip(" "))
@@ -191,7 +192,7 @@ def test_uvs_lock_has_numpy_wheels_for_every_python_it_allows(tmp_path):
     result = subprocess.run([UV, "lock"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
-    lock = tomllib.loads((tmp_path / "uv.lock").read_text())
+    lock = tomllib.loads((tmp_path / "uv.lock").read_text(encoding="utf-8"))
     numpy = [p for p in lock["package"] if p["name"] == "numpy"]
     intel = "platform_machine == 'x86_64' and sys_platform == 'darwin'"
     elsewhere = [p for p in numpy if not all(intel in m for m in p["resolution-markers"])]

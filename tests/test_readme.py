@@ -42,11 +42,11 @@ PROMPTS = ("python ", "torchrun ", "pip ", "source ", "git diff ")
 
 
 def readme() -> str:
-    return (ROOT / "README.md").read_text()
+    return (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def troubleshooting() -> str:
-    return (ROOT / "TROUBLESHOOTING.md").read_text()
+    return (ROOT / "TROUBLESHOOTING.md").read_text(encoding="utf-8")
 
 
 def readme_commands() -> list[str]:
@@ -56,7 +56,7 @@ def readme_commands() -> list[str]:
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", readme() + troubleshooting(), flags=re.S):
         if not block.startswith("#!/bin/bash"):
-            commands += [line.split(" #")[0] for line in block.splitlines()]
+            commands += [line for line in block.splitlines() if not line.startswith("#")]
     prose = re.sub(r"```.*?```", "", readme(), flags=re.S)
     commands += [span for span in re.findall(r"`([^`]+)`", prose) if span.startswith(PROMPTS)]
     return list(dict.fromkeys(" ".join(c.split()) for c in commands if c.strip()))
@@ -70,6 +70,14 @@ def test_every_command_not_run_here_is_in_the_readme():
     """The list above names only commands that exist, so it cannot hide one."""
     assert set(NOT_RUN_HERE) <= set(readme_commands())
     assert len(commands_run_here()) >= 15, commands_run_here()
+
+
+def test_every_command_pastes_into_powershell_and_cmd():
+    """cmd takes no comment after a command (pip would get `#` and its words as requirements,
+    a script its flags): a comment stands on its own line (the SLURM script is a file)."""
+    blocks = re.findall(r"```(?:bash|powershell)\n(.*?)```", readme() + troubleshooting(), re.S)
+    assert [line for block in blocks if not block.startswith("#!/bin/bash")
+            for line in block.splitlines() if re.search(r"\S\s+#", line)] == []
 
 
 def headings(text: str) -> list[str]:
@@ -88,20 +96,20 @@ PAGES = [ROOT / "README.md", ROOT / "TROUBLESHOOTING.md", ROOT / "tests" / "READ
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_every_relative_link_and_anchor_resolves(page):
     broken = []
-    for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"```.*?```", "", page.read_text(),
-                                                        flags=re.S)):
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
         if target.startswith(("http://", "https://")):
             continue
         path, _, fragment = target.partition("#")
         linked = (page.parent / path).resolve() if path else page
         if not linked.exists() or (fragment and linked.suffix == ".md" and fragment not in [
-                anchor(h) for h in headings(linked.read_text())]):
+                anchor(h) for h in headings(linked.read_text(encoding="utf-8"))]):
             broken.append(target)
     assert broken == []
 
 
 def project_source() -> str:
-    return "".join(path.read_text() for path in [*ROOT.glob("a0*.py"),
+    return "".join(path.read_text(encoding="utf-8") for path in [*ROOT.glob("a0*.py"),
                                                  *(ROOT / "common").glob("*.py")])
 
 

@@ -160,9 +160,10 @@ def test_the_texts_constants_are_the_ones_a_learner_edits(tmp_path, capsys):
     """`num_epochs = 3`, `lr=0.5` and `batch_size=2` stand in the code of a05, a07 and a08, as
     in the text: a learner's edit of each changes the run (no flag overrides them)."""
     for script in SCRIPTS[4:]:
-        assert (ROOT / script).read_text().count("lr=0.5)") == 1, script
+        assert (ROOT / script).read_text(encoding="utf-8").count("lr=0.5)") == 1, script
     for script in ("a05_training_loop.py", "a07_gpu_single.py", "a08_ddp_torchrun.py"):
-        assert (ROOT / script).read_text().count("    num_epochs = 3\n") == 1, script
+        source = (ROOT / script).read_text(encoding="utf-8")
+        assert source.count("    num_epochs = 3\n") == 1, script
     edits = {"num_epochs = 3\n": "num_epochs = 1\n", "lr=0.5)": "lr=0.05)"}
     a05 = copy_of("a05_training_loop.py", tmp_path / "a05", edits)
     a08 = copy_of("a08_ddp_torchrun.py", tmp_path / "a08", edits | {

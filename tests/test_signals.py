@@ -4,6 +4,7 @@ every process ends within seconds, without a traceback (test_snapshots: files st
 import errno
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from common import runner
 from conftest import (
     ROOT,
+    WINDOWS,
     a08_command,
     a08_with_epochs,
     clean_env,
@@ -128,6 +130,24 @@ def test_ctrl_c_during_the_walkthrough_ends_it_and_every_process(tmp_path):
     family = descendants(process.pid)
     os.killpg(process.pid, signal.SIGINT)
     err = ended_within(process, 20, family, importing=True)
+    assert process.returncode == 130
+    assert "Walkthrough interrupted during a08_ddp_torchrun.py." in err
+
+
+@pytest.mark.skipif(not WINDOWS or sys.platform == "win32" or shutil.which("ps") is None,
+                    reason="the walkthrough's Windows path, simulated: SIMULATE_WINDOWS=1 on "
+                           "Linux or macOS (.ci/run), where SIGTERM and ps stand in for Ctrl-C")
+def test_the_walkthrough_on_windows_spawns_a08_and_sigterm_ends_every_process(tmp_path):
+    """Every process answers as Windows (shims/as_windows), whose torch cannot start torchrun:
+    the walkthrough runs a08 with --spawn 2 (a clone of a08 alone, for its step alone), and
+    SIGTERM, which it takes as Ctrl-C, ends it and every worker."""
+    a08_with_epochs(tmp_path, LONG)
+    process = started([sys.executable, "-m", "common.walkthrough"], tmp_path,
+                      clean_env() | {"PYTHONUNBUFFERED": "1"}, session=True)
+    family = descendants(process.pid)
+    assert len([pid for pid in family if "spawn_main" in process_table()[pid][2]]) == 2
+    process.send_signal(signal.SIGTERM)
+    err = ended_within(process, 15, family)
     assert process.returncode == 130
     assert "Walkthrough interrupted during a08_ddp_torchrun.py." in err
 

@@ -70,7 +70,8 @@ def slurm(tmp_path_factory):
                 break
             time.sleep(0.5)
         else:
-            pytest.fail(f"SLURM did not come up: {(folder / 'daemons.log').read_text()[-2000:]}")
+            log = (folder / "daemons.log").read_text(encoding="utf-8")
+            pytest.fail(f"SLURM did not come up: {log[-2000:]}")
         yield env
     finally:
         for daemon in daemons:
@@ -113,9 +114,10 @@ def submit(env: dict, folder: Path, *a08_flags: str) -> str:
 
 def test_readme_sbatch_script_completes(slurm, tmp_path):
     job = submit(slurm, tmp_path)
-    assert wait_for_end(slurm, job) == "COMPLETED", (tmp_path / f"a08-{job}.out").read_text()
+    ended = wait_for_end(slurm, job)
+    out = (tmp_path / f"a08-{job}.out").read_text(encoding="utf-8")
+    assert ended == "COMPLETED", out
     assert job_field(slurm, job, "ExitCode") == "0:0"
-    out = (tmp_path / f"a08-{job}.out").read_text()
     assert sorted(re.findall(r"^\[CPU(\d)\] Test accuracy 1\.0$", out, re.M)) == ["0", "1"]
     assert "Global training accuracy over all 2 processes: 1.0 (5 of 5 examples)" in out
     assert (tmp_path / f"a08-{job}.pt").exists(), "no snapshot for a requeued job to resume"

@@ -243,13 +243,14 @@ def test_torchrun_max_restarts_resumes_after_a_killed_worker(tmp_path):
     for kill_at in (200, 600, 1000):
         while not (tmp_path / "s.pt").exists() or torch.load(
                 tmp_path / "s.pt", weights_only=True)["epochs_completed"] < kill_at:
-            assert launch.poll() is None and time.monotonic() < deadline, output.read_text()
+            assert launch.poll() is None and time.monotonic() < deadline, \
+                output.read_text(encoding="utf-8")
             time.sleep(0.05)
         table = process_table()
         os.kill(max(pid for pid in descendants(launch.pid) if "a08" in table[pid][2]),
                 signal.SIGKILL)
     launch.wait(timeout=300)
-    out = err = output.read_text()
+    out = err = output.read_text(encoding="utf-8")
     assert launch.returncode == 0, err[-3000:]
     assert out.count("Resuming from epoch") == 3 and "connectFullMesh" not in err  # rank 0's
     assert "Global training accuracy over all 2 processes: 1.0" in out

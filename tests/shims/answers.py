@@ -28,6 +28,18 @@ def hide_accelerators(set_attribute: Callable[[Any, str, Any], None] = setattr) 
         set_attribute(module, name, answering(getattr(module, name), value))
 
 
+def lost_peer() -> RuntimeError:
+    """gloo's error for a peer that went away, as torch's build for the OS that
+    ``platform.system()`` names words it: its source path first, with slashes on Linux (torch
+    2.13's wheels), with the build folder and backslashes on Windows (the path as a real
+    Windows message has it: ``[enforce fail at C:\\actions-runner\\...\\device.cc:164]``)."""
+    import platform
+    source = (r"enforce fail at C:\actions-runner\_work\pytorch\pytorch\pytorch\third_party"
+              r"\gloo\gloo\transport\uv\pair.cc:333" if platform.system() == "Windows" else
+              "../third_party/gloo/gloo/transport/tcp/pair.cc:534")
+    return RuntimeError(f"[{source}] Connection closed by peer [127.0.0.1]:29500")
+
+
 def hide_distributed(monkeypatch) -> None:
     """A torch built without torch.distributed, as AMD's torch for Windows is
     (ROCm/TheRock#1179, #2008): is_available() False, and none of the process-group functions

@@ -2,10 +2,14 @@
 this): subprocess refuses ``preexec_fn`` and takes ``creationflags`` (here it drops them, as
 POSIX refuses them); a symbolic link needs developer mode (WinError 1314); chmod keeps only the
 read-only flag, so a file reads 0o666 or 0o444 (CPython's os.chmod on Windows); opening a folder
-as a file is "Permission denied" (CPython's open(): Windows' CreateFileW, errno EACCES). The
-scripts the tests start run as on Linux, with a torch without libuv (conftest.clean_env)."""
+as a file is "Permission denied" (CPython's open(): Windows' CreateFileW, errno EACCES); text
+read or written without an encoding is in the ANSI code page, cp1252 on an English Windows
+(open(), and io.text_encoding, which pathlib's read_text and write_text ask). platform.system()
+answers "Windows" once torch has loaded (conftest.windows_answers); the scripts the tests start
+answer so too, with a torch without libuv (conftest.clean_env)."""
 
 import builtins
+import io
 import os
 import stat
 import subprocess
@@ -30,13 +34,23 @@ def _chmod_as_on_windows(path, mode, *args, **kwargs):
     _chmod(path, 0o666 if mode & stat.S_IWRITE else 0o444, *args, **kwargs)
 
 
-def _open_as_on_windows(file, *args, **kwargs):
+def _open_as_on_windows(file, mode="r", buffering=-1, encoding=None, *args, **kwargs):
     if isinstance(file, (str, bytes, os.PathLike)) and os.path.isdir(file):
         raise PermissionError(13, "Permission denied", file)
-    return _open(file, *args, **kwargs)
+    if "b" not in mode and encoding is None:
+        encoding = ANSI_CODE_PAGE
+    return _open(file, mode, buffering, encoding, *args, **kwargs)
+
+
+ANSI_CODE_PAGE = "cp1252"
+
+
+def _text_encoding_as_on_windows(encoding, stacklevel=2):
+    return ANSI_CODE_PAGE if encoding is None else encoding
 
 
 subprocess.Popen.__init__ = _popen_as_on_windows
 os.symlink = _symlink_without_developer_mode
 os.chmod = _chmod_as_on_windows
 builtins.open = _open_as_on_windows
+io.text_encoding = _text_encoding_as_on_windows
