@@ -66,8 +66,8 @@ def main(chosen=None, benchmark=False, sizes=(64, 128, 256, 512, 1024, 2048), gp
     print("Training accuracy:", compute_accuracy(model, train_loader, device=device))
     print("Test accuracy:", compute_accuracy(model, test_loader, device=device))
     if benchmark:  # EXTRA: Exercise A.4, then the GPU guide's tensor cores, timed
-        exercise_a4(sizes)
-        gpu_guide.tensor_cores(max(sizes))
+        exercise_a4(sizes, chosen)
+        gpu_guide.tensor_cores(max(sizes), devices.device_to_show(chosen))
     if gpu_guides:  # EXTRA: the two GPU articles, on the device chosen above
         gpu_howto.run(device)
         gpu_guide.run(device)
@@ -92,15 +92,16 @@ def section_9_1_tensors_on_device(device):
 
 
 
-def exercise_a4(sizes):  # EXTRA: Exercise A.4, with --benchmark
-    """The solution's own case, a table of sizes, and where the accelerator starts to win."""
+def exercise_a4(sizes, chosen=None):  # EXTRA: Exercise A.4, with --benchmark
+    """The solution's own case, a table of sizes, and where the accelerator starts to win (on
+    --device's; with --device cpu, the CPU alone)."""
     runner.heading("9.2 Exercise A.4: when does the accelerator win?")
-    found = devices.accelerator()
-    devices_here = [torch.device("cpu")] + ([torch.device(found)] if found else [])
+    device = devices.device_to_show(chosen)  # --device's, else the accelerator, else the CPU
+    devices_here = [torch.device("cpu")] + ([device] if device.type != "cpu" else [])
     timed = ", ".join(f"{device.type.upper()} "
                       f"{measure.time_matmul((100, 200, 300), device) * 1e6:.1f} us"
                       for device in devices_here)
-    name = found.upper() if found else None
+    name = device.type.upper() if device.type != "cpu" else None
     header = f"{'size':>6} | {'CPU (ms)':>10}" + (
         f" | {name + ' (ms)':>10} | {'speed-up':>8}" if name else "")
     print(f"The solution's own case, 100x200 @ 200x300: {timed}\n"
@@ -117,8 +118,9 @@ def exercise_a4(sizes):  # EXTRA: Exercise A.4, with --benchmark
             line += f" | {other[0] * 1e3:>10.3f} | {cpu / other[0]:>7.1f}x"
             wins_from = (wins_from or size) if other[0] < cpu else None
         print(line)
-    print("No accelerator on this machine, so there is no second column to compare with."
-          if name is None else f"The {name} wins from size {wins_from} on." if wins_from else
+    alone = "--device cpu: the CPU alone" if chosen else "No accelerator on this machine"
+    print(f"{alone}, so there is no second column to compare with." if name is None else
+          f"The {name} wins from size {wins_from} on." if wins_from else
           f"The {name} did not win at any size measured.")
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import contextlib
 import os
 import platform
 import subprocess
+from collections.abc import Iterable
 
 import torch
 import torch.distributed
@@ -127,66 +128,84 @@ def gpu_unused() -> str | None:
 
 
 CONTAINER_FILES = ("/.dockerenv", "/run/.containerenv")  # Docker's, Podman's
+# Hosted notebooks run in containers too: each sets a variable of its own, and the GPU comes
+# from the notebook's settings
+NOTEBOOKS = {"COLAB_RELEASE_TAG": "this Colab runtime has no GPU: choose one under Runtime > "
+                                  "Change runtime type (a T4), then run the cells again",
+             "KAGGLE_KERNEL_RUN_TYPE": "this Kaggle notebook has no accelerator: choose a GPU "
+                                       "under the notebook's Settings > Accelerator, then run "
+                                       "the cells again"}
 
 
 def container_without_gpus() -> str | None:
-    """gpu_unused, where no driver shows: a CUDA build in a container started without the
-    machine's GPUs (no --gpus, or no NVIDIA Container Toolkit), or on a machine without one."""
-    if torch.version.cuda is None or not any(map(os.path.exists, CONTAINER_FILES)):
+    """gpu_unused, where no driver shows: a CUDA build in a hosted notebook without a GPU, or
+    in a container started without the machine's GPUs (no --gpus, or no NVIDIA Container
+    Toolkit), or on a machine without one."""
+    if torch.version.cuda is None:
+        return None
+    if hosted := next((NOTEBOOKS[name] for name in NOTEBOOKS if name in os.environ), None):
+        return f"{hosted} (torch, a CUDA build, sees none)"
+    if not any(map(os.path.exists, CONTAINER_FILES)):
         return None
     return ("this runs in a container, where torch (a CUDA build) sees no GPU: if the machine "
             "has an NVIDIA GPU, start the container with it (docker run --gpus all, once the "
             "machine has NVIDIA's Container Toolkit)")
 
 
-def gpu_missing_from_build() -> str | None:
-    """An RTX 50xx under cu126: torch calls it available, then 'no kernel image is available';
-    an AMD GPU under a ROCm build that does not list it (amd_gpu_missing_from_build)."""
-    if torch.version.hip and torch.cuda.is_available():
-        return amd_gpu_missing_from_build()
-    if torch.version.cuda is None or not torch.cuda.is_available():
+def gpu_missing_from_build(indices: Iterable[int] | None = None) -> str | None:
+    """The line for the first GPU of ``indices`` (default: every GPU torch sees) that this
+    build has no code for, which torch calls available: its first operation fails (an RTX 50xx
+    under cu126: 'no kernel image is available'; an AMD GPU a ROCm build does not list: 'HIP
+    error: invalid device function'). Beside GPUs the build has code for, the line names the
+    variable that hides it; HSA_OVERRIDE_GFX_VERSION set: the learner chose what ROCm runs."""
+    hip = bool(torch.version.hip)
+    if not torch.cuda.is_available() or not (hip or torch.version.cuda) or \
+            (hip and "HSA_OVERRIDE_GFX_VERSION" in os.environ):
         return None
-    built_for = torch.cuda.get_arch_list()
-    for index in range(torch.cuda.device_count()):
-        capability = torch.cuda.get_device_capability(index)
-        if built_for and not runs_on(capability, built_for):
-            return not_built_for(index, f"sm_{capability[0]}{capability[1]}", built_for,
-                                 "CUDA operation would fail with 'no kernel image is available'",
-                                 install_advice(capability))
-    return None
+    built_for = [arch.split(":")[0] for arch in torch.cuda.get_arch_list()]
+    gpus = range(torch.cuda.device_count())
+    archs = {index: architecture(index) for index in gpus}
+    missing = [index for index, arch in archs.items() if built_for and arch and (
+        arch not in built_for if hip else not runs_on(capability_of(arch), built_for))]
+    if not (mine := [index for index in (gpus if indices is None else indices)
+                     if index in missing]):
+        return None
+    index, usable = mine[0], [index for index in gpus if index not in missing]
+    if usable:  # an override would change every GPU: hide this one instead
+        advice = (f"{'HIP' if hip else 'CUDA'}_VISIBLE_DEVICES={','.join(map(str, usable))} "
+                  f"before each command hides it, leaving " + ", ".join(
+                      f"GPU {i} ({torch.cuda.get_device_name(i)})" for i in usable) +
+                  ", which it was built for")
+    elif hip:
+        value, runs_as, family = GFX_OVERRIDES.get(archs[index][:6], (None, None, None))
+        advice = (f"put HSA_OVERRIDE_GFX_VERSION={value} before each command (an {family} "
+                  f"card: ROCm then runs {runs_as}'s code on it), or " if runs_as in built_for
+                  else "") + f"install a ROCm build of torch that lists {archs[index]} ({SELECTOR})"
+    else:
+        advice = install_advice(capability_of(archs[index]))
+    failure = ("GPU operation would fail with 'HIP error: invalid device function'" if hip else
+               "CUDA operation would fail with 'no kernel image is available'")
+    return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {archs[index]}, which torch "
+            f"{torch.__version__} was not built for ({' '.join(built_for)}): its first "
+            f"{failure}; {advice}; or use --device cpu")
 
 
-def not_built_for(index: int, arch: str, built_for: list[str], failure: str, advice: str) -> str:
-    """The line for GPU ``index``, of architecture ``arch``, that this build has no code for."""
-    return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {arch}, which torch "
-            f"{torch.__version__} was not built for ({' '.join(built_for)}): its first {failure}; "
-            f"{advice}; or use --device cpu")
+def architecture(index: int) -> str:
+    """GPU ``index`` as builds list GPUs: sm_XY (CUDA), or gfxNNNN (ROCm's gcnArchName, without
+    its features: "gfx90a:sramecc+:xnack-")."""
+    if torch.version.hip:
+        return getattr(torch.cuda.get_device_properties(index), "gcnArchName", "").split(":")[0]
+    major, minor = torch.cuda.get_device_capability(index)
+    return f"sm_{major}{minor}"
+
+
+def capability_of(arch: str) -> tuple[int, int]:
+    return int(arch[3:-1]), int(arch[-1])  # sm_120: (12, 0)
 
 
 # What ROCm runs an AMD GPU it has no code for as (HSA_OVERRIDE_GFX_VERSION), by family: an
 # RDNA2 card (RX 6000, gfx103x) as gfx1030, an RDNA3 one (RX 7000, gfx110x) as gfx1100
 GFX_OVERRIDES = {"gfx103": ("10.3.0", "gfx1030", "RDNA2"), "gfx110": ("11.0.0", "gfx1100", "RDNA3")}
-
-
-def amd_gpu_missing_from_build() -> str | None:
-    """An RX 6600 (gfx1032) under a ROCm build listing gfx1030 but not gfx1032: torch calls it
-    available, then 'HIP error: invalid device function'. Where HSA_OVERRIDE_GFX_VERSION is
-    set, the learner chose what ROCm runs it as: nothing to say."""
-    built_for = [arch.split(":")[0] for arch in torch.cuda.get_arch_list()]
-    if not built_for or "HSA_OVERRIDE_GFX_VERSION" in os.environ:
-        return None
-    for index in range(torch.cuda.device_count()):
-        # gcnArchName: "gfx1032", or with features, "gfx90a:sramecc+:xnack-"
-        gfx = getattr(torch.cuda.get_device_properties(index), "gcnArchName", "").split(":")[0]
-        if gfx and gfx not in built_for:
-            value, runs_as, family = GFX_OVERRIDES.get(gfx[:6], (None, None, None))
-            override = (f"put HSA_OVERRIDE_GFX_VERSION={value} before each command (an {family} "
-                        f"card: ROCm then runs {runs_as}'s code on it), or "
-                        if runs_as in built_for else "")
-            return not_built_for(index, gfx, built_for, "GPU operation would fail with 'HIP "
-                                 "error: invalid device function'", f"{override}install a ROCm "
-                                 f"build of torch that lists {gfx} ({SELECTOR})")
-    return None
 
 
 def nvidia_smi() -> tuple[str, tuple[int, int] | None] | None:
@@ -245,16 +264,16 @@ def install_advice(capability: tuple[int, int] | None) -> str:
 def gpu_shortage(processes_here: int) -> str | None:
     """Why this machine's processes cannot have a CUDA GPU each, or None (torch's answer; the
     driver's, nvidia-smi, is gpu_unused's)."""
-    gpus = torch.cuda.device_count()
-    if gpus == 0:
-        return "this machine has no usable CUDA GPU; use --device cpu (or auto)"
     if platform.system() == "Windows":  # no NCCL; gloo crashes on CUDA tensors from 2.8
         return ("on Windows the processes meet through gloo, which cannot carry CUDA tensors "
                 "(pytorch/pytorch#186535); use --device cpu (or auto), or WSL2")
+    gpus = torch.cuda.device_count()
+    if gpus == 0:
+        return "this machine has no usable CUDA GPU; use --device cpu (or auto)"
     if processes_here > gpus:
         return (f"{processes_here} processes on this machine but only {gpus} GPU(s), and NCCL "
                 f"refuses two processes on one GPU; start {gpus}, or use --device cpu")
-    return gpu_missing_from_build()
+    return gpu_missing_from_build(range(processes_here))  # the GPUs its processes take
 
 
 def gpu_of_its_own(kind: str) -> bool:

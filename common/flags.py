@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import platform
 
 import torch
 
@@ -120,8 +121,8 @@ def a07(doc: str) -> argparse.Namespace:
     parser.add_argument("--gpu-guides", action="store_true", help="after the tutorial's "
                         "sections, run the two GPU articles' code, corrected (default: off)")
     args = parser.parse_args()
-    if devices.device_to_show(args.device).type == "cuda" and \
-            (missing := devices.gpu_missing_from_build()):
+    if (device := devices.device_to_show(args.device)).type == "cuda" and \
+            (missing := devices.gpu_missing_from_build([device.index or 0])):
         runner.fail(missing)  # before section 9.1's first CUDA operation fails on it
     return args
 
@@ -155,8 +156,10 @@ def a08(doc: str) -> argparse.Namespace:
         parser.error(f"argument --snapshot: {problem}")
     if args.device != "cpu" and (shortage := devices.gpu_shortage(launch.local_world_size)):
         unseen = None if torch.cuda.device_count() else devices.gpu_unused()  # nvidia-smi
+        # on Windows a GPU torch cannot see would not serve a08 either: the shortage says why
+        why = shortage if platform.system() == "Windows" else unseen or shortage
         if args.device == "cuda":
-            parser.error(f"argument --device cuda: {unseen or shortage}")
+            parser.error(f"argument --device cuda: {why}")
         if launch.rank == 0 and (torch.cuda.device_count() or unseen):  # a GPU to speak of
-            print(f"Note: training on the CPU: {unseen or shortage}")
+            print(f"Note: training on the CPU: {why}")
     return args

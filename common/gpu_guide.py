@@ -15,7 +15,7 @@ from torch.nn import Transformer
 from torch.utils.data import DataLoader, TensorDataset
 
 from common import NeuralNetwork, compute_accuracy, measure, toy_loaders
-from common.devices import device_to_show
+from common.devices import architecture
 from common.runner import heading
 
 
@@ -272,6 +272,10 @@ def train_in_precision(amp: str | None, device: torch.device) -> tuple[list[floa
 
 
 AMPERE = (8, 0)  # the CUDA capability from which tensor cores compute TF32 and bfloat16
+# AMD's GPUs (ROCm's torch, where get_device_capability gives gfx numbers, not NVIDIA's): matrix
+# cores for float16 and bfloat16 on CDNA (gfx908 on) and on RDNA3 and RDNA4, the GPUs ROCm's
+# rocWMMA is built for; TF32 (AMD's XF32) on gfx94x and gfx95x, as torch.cuda.is_tf32_supported
+MATRIX_CORES, XF32 = ("gfx908", "gfx90a", "gfx94", "gfx95", "gfx11", "gfx12"), ("gfx94", "gfx95")
 
 
 def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype, bool]], str]:
@@ -281,6 +285,15 @@ def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype,
         return ([("bfloat16", torch.bfloat16, False)]
                 + ([("float16", torch.float16, False)] if device.type != "cpu" else []),
                 "TF32 and float16 tensor cores: CUDA GPUs only (not here).")
+    if torch.version.hip:
+        gfx = architecture(device.index or 0)
+        if not gfx.startswith(MATRIX_CORES):
+            return [], (f"TF32, bfloat16 and float16: no matrix cores on {gfx} (rocWMMA's GPUs: "
+                        f"CDNA from gfx908, RDNA3, RDNA4), so not offered.")
+        halves = [("bfloat16", torch.bfloat16, False), ("float16", torch.float16, False)]
+        return ([("TF32", torch.float32, True), *halves], "") if gfx.startswith(XF32) else \
+            (halves, f"TF32: AMD's GPUs compute it (as XF32) from gfx942 on (this GPU: {gfx}), "
+                     f"so not offered.")
     capability = torch.cuda.get_device_capability(device)
     if capability >= AMPERE:
         return ([("TF32", torch.float32, True), ("bfloat16", torch.bfloat16, False),
@@ -291,9 +304,9 @@ def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype,
             f"float32), so not offered.")
 
 
-def tensor_cores(size: int) -> None:
-    """a07 --benchmark: a size x size product in each fast precision, against float32."""
-    device = device_to_show(None)  # the accelerator, or the CPU where there is none
+def tensor_cores(size: int, device: torch.device) -> None:
+    """a07 --benchmark: a size x size product in each fast precision, against float32, on a07's
+    device (--device's, else the accelerator, else the CPU)."""
     heading(f"GPU guide: tensor cores and lower precisions ({device.type}, {size} x {size})")
     base = measure.time_matmul((size,) * 3, device)
     print(f"{'float32':>9}: {base * 1e3:9.3f} ms")

@@ -7,9 +7,8 @@ needs CUDA says so in one line."""
 import torch
 import torch.nn as nn
 
+from common.devices import gpu_missing_from_build
 from common.runner import heading
-
-NO_CUDA = "(no CUDA GPU here)"
 
 
 def run(device: torch.device) -> None:
@@ -29,18 +28,24 @@ class LinearRegression(nn.Module):
         return self.linear(x)
 
 
+def elsewhere(device: torch.device) -> str:
+    """Why the GPU lines do not run: no GPU, or a run on another device (--device cpu)."""
+    return f"(this run is on {device.type})" if torch.cuda.is_available() else "(no CUDA GPU here)"
+
+
 def device_basics(device: torch.device) -> None:
     heading("GPU how-to and GPU guide: device basics")
     # EXTRA: the checks, this line to the if/else, written out from the prose (the code was lost)
-    cuda = torch.cuda.is_available()
-    print("torch.cuda.is_available():", cuda)
+    cuda = device.type == "cuda"  # a07's device: with --device cpu nothing runs on a GPU
+    print("torch.cuda.is_available():", torch.cuda.is_available())
     print("torch.cuda.device_count():", torch.cuda.device_count())
     if cuda:
         print("torch.cuda.current_device():", torch.cuda.current_device())
         for index in range(torch.cuda.device_count()):
             print(f"torch.cuda.get_device_name({index}):", torch.cuda.get_device_name(index))
     else:
-        print(f"torch.cuda.current_device() and get_device_name(0) would name GPU 0 {NO_CUDA}")
+        print("torch.cuda.current_device() and get_device_name(0) would name GPU 0",
+              elsewhere(device))
     print("device:", device)  # EXTRA: a07's device, where the how-to picks CUDA or the CPU
     x = torch.tensor([1, 2, 3])
     print("Device: ", x.device)
@@ -59,12 +64,13 @@ def device_basics(device: torch.device) -> None:
         print("tensor.cuda().device:", tensor.cuda().device,
               "| .cpu().device:", tensor.cuda().cpu().device)
     else:
-        print(f"tensor.cuda() would copy it to GPU 0, .cpu() back {NO_CUDA}")
+        print("tensor.cuda() would copy it to GPU 0, .cpu() back", elsewhere(device))
     missing = torch.cuda.device_count()  # EXTRA: this line to the print: a GPU that is not there
-    try:
-        x.to(f"cuda:{missing}")
-    except (RuntimeError, AssertionError) as err:
-        print(f'x.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
+    if cuda or not missing:  # beside GPUs, a run on another device asks them nothing
+        try:
+            x.to(f"cuda:{missing}")
+        except (RuntimeError, AssertionError) as err:
+            print(f'x.to("cuda:{missing}") (no such GPU) fails:', str(err).strip().splitlines()[0])
     # EXTRA: the guide's garbled .to('cuda') and .to('cpu') lines, written out on a07's device
     image = torch.randn(1, 3, 224, 224).to(device)
     conv = nn.Conv2d(3, 64, kernel_size=3, padding=1).to(device)
@@ -82,8 +88,9 @@ def data_parallel(device: torch.device) -> None:
     # on a07's device, and the batch it then leaves out ("move the model and inputs")
     if device.type == "cuda" or not gpus:
         # over the GPUs only where the run is on CUDA: DataParallel needs the model on cuda:0
-        model = nn.DataParallel(model.to(device), device_ids=list(range(gpus)) or None)
-        ran = f"nn.DataParallel over {gpus} GPU(s)"
+        usable = [i for i in range(gpus) if not gpu_missing_from_build([i])]  # built for
+        model = nn.DataParallel(model.to(device), device_ids=usable or None)
+        ran = f"nn.DataParallel over {len(usable)} GPU(s)"
     else:  # GPUs here, but this run is on the CPU or MPS (--device)
         print(f"nn.DataParallel would split each batch across this machine's {gpus} GPU(s); "
               f"this run is on {device.type}, so the model runs unwrapped")

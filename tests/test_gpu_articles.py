@@ -3,12 +3,13 @@ GPU articles, corrected, on the CPU (every machine); tests/test_gpu.py runs them
 
 import re
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 import the_text
-from common import gpu_guide, gpu_howto, measure
+from common import gpu_guide, measure
 from common.gpu_guide import LSTMGenerator, memory_and_checkpointing, mixed_precision
 from conftest import TUTORIAL_LOSS_LINES, loss_lines, section
 
@@ -311,10 +312,9 @@ def test_an_mps_without_bfloat16_leaves_its_rows_out_in_one_line(message, monkey
     nothing timed or trained in bfloat16."""
     mps_without_bfloat16(monkeypatch, message)
     timed = []
-    monkeypatch.setattr(gpu_guide, "device_to_show", lambda device: torch.device("mps"))
     monkeypatch.setattr(measure, "time_matmul", lambda shape, device, dtype=torch.float32:
                         timed.append(dtype) or 0.001)
-    gpu_guide.tensor_cores(256)
+    gpu_guide.tensor_cores(256, torch.device("mps"))
     assert f"bfloat16: left out: {message}\n" in capsys.readouterr().out
     assert timed == [torch.float32, torch.float16]
     assert gpu_guide.left_out("bfloat16", torch.device("mps"))
@@ -330,30 +330,29 @@ def test_benchmark_shows_the_lower_precisions(guides):
                      r"product took \d+x float32's time, .*)$", text, flags=re.M)
 
 
-def test_data_parallel_beside_gpus_on_another_device_leaves_them_alone(monkeypatch, capsys):
-    """A node with 2 GPUs, a07 --gpu-guides --device cpu: DataParallel over the GPUs would need
-    the model on cuda:0 (and crashes); the part runs the model itself and says why."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.nn, "DataParallel", None)  # any use of it fails
-    gpu_howto.data_parallel(torch.device("cpu"))
-    out = capsys.readouterr().out
-    assert ("nn.DataParallel would split each batch across this machine's 2 GPU(s); this run "
-            "is on cpu, so the model runs unwrapped\nThe model itself, a batch of 8: output "
-            "(8, 5)\n") in out
-
-
 @pytest.mark.parametrize(("device", "capability", "offered", "note"), [
     ("cuda", (7, 5), ["float16"], "below compute capability 8.0 (this GPU: 7.5; torch "
                                   "emulates bfloat16"),  # Colab's T4
     ("cuda", (8, 0), ["TF32", "bfloat16", "float16"], ""),
     ("mps", None, ["bfloat16", "float16"], "CUDA GPUs only"),
     ("cpu", None, ["bfloat16"], "CUDA GPUs only"),
+    # ROCm answers gfx numbers as capabilities (gfx1030: (10, 3), gfx906 and gfx90a: (9, 0))
+    ("gfx1030", (10, 3), [], "no matrix cores on gfx1030"),  # an RX 6800 (RDNA2)
+    ("gfx906", (9, 0), [], "no matrix cores on gfx906"),  # an MI50
+    ("gfx90a:sramecc+:xnack-", (9, 0), ["bfloat16", "float16"], "this GPU: gfx90a"),  # MI210
+    ("gfx1100", (11, 0), ["bfloat16", "float16"], "from gfx942 on"),  # an RX 7900 XTX
+    ("gfx942:sramecc+:xnack-", (9, 4), ["TF32", "bfloat16", "float16"], ""),  # an MI300X
 ])
 def test_benchmark_offers_only_precisions_with_fast_hardware(device, capability, offered, note,
                                                             monkeypatch):
     """Simulated capabilities: a T4 reports bfloat16 as supported (through emulation), but
-    has no tensor cores for it or for TF32, so neither is offered as a speed-up."""
+    has no tensor cores for it or for TF32, so neither is offered as a speed-up. AMD's GPUs by
+    their gfx name (gcnArchName), not by the capability ROCm's torch answers."""
+    if device.startswith("gfx"):
+        monkeypatch.setattr(torch.version, "hip", "6.4.43484")
+        monkeypatch.setattr(torch.cuda, "get_device_properties",
+                            lambda index=None, gfx=device: SimpleNamespace(gcnArchName=gfx))
+        device = "cuda"
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
     fast, lacking = gpu_guide.lower_precisions(torch.device(device))
@@ -372,11 +371,10 @@ def test_benchmark_times_bfloat16_only_on_a_cpu_with_hardware_for_it(bf16_second
     bfloat16 product took 67 s on a 2-core VM, for a line that said 'slow'. A small product
     decides; a CPU with the hardware gets the row."""
     timed = []
-    monkeypatch.setattr(gpu_guide, "device_to_show", lambda device: torch.device("cpu"))
     monkeypatch.setattr(measure, "time_matmul",
                         lambda shape, device, dtype=torch.float32: timed.append((shape[0], dtype))
                         or (bf16_seconds if dtype == torch.bfloat16 else 0.001))
-    gpu_guide.tensor_cores(2048)
+    gpu_guide.tensor_cores(2048, torch.device("cpu"))
     assert ((2048, torch.bfloat16) in timed) == (bf16_seconds < 0.002)
     assert (measure.PROBE, torch.bfloat16) in timed
     assert line in capsys.readouterr().out

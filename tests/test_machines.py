@@ -1,69 +1,233 @@
-"""The machines no one here can run, simulated by patching what torch and the system answer:
-an install that cannot use this machine's GPU, Macs (Rosetta, macOS 13, MPS), Windows with GPUs,
-too few GPUs; and the default suite on a machine with CUDA or MPS (shims/pretend_*)."""
+"""The learners' machines no one here can run (tests/machines.py), each a row of one table: a01,
+a07 (as it starts, and with --device cpu --benchmark) and a08 run on it, in this process, and
+every note they print is the row's, true of that machine and about the device the script uses.
+Beside it: torch's build tables, too few GPUs, Windows' gloo, a torch without torch.distributed,
+pyproject's markers, and (stress) the default suite on a machine with CUDA or MPS."""
 
 import os
 import platform
 import re
 import subprocess
 import sys
-from types import SimpleNamespace
+from typing import NamedTuple
 
 import pytest
 import torch
 from answers import hide_distributed
+from machines import CUDA_BUILDS, INDEX, Machine, simulate
 
-from common import devices, runner
-from conftest import ROOT, WINDOWS, clean_env, fake_commands, run_main, section
+from common import devices, gpu_howto, measure, runner
+from conftest import ROOT, clean_env, fake_commands, run_main, section
 
-INDEX = "https://download.pytorch.org/whl"
-# torch's own list of its CUDA builds, as torch 2.13's:
-CUDA_BUILDS = {"12.6": {"x86_64": {50, 60, 70, 75, 80, 86, 90}, "aarch64": {80, 90}},
-               "12.9": {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 120}}}
-
-
-@pytest.fixture
-def machine_with(monkeypatch, tmp_path):
-    """``machine_with(gpu, capability, built_for)``: nvidia-smi lists ``gpu`` (None: no
-    driver); with ``built_for`` this torch is a CUDA build that sees the GPU, else CPU-only."""
-    def simulate(gpu=None, capability=None, built_for=None):
-        if gpu:
-            smi = tmp_path / "nvidia-smi"
-            smi.write_text(f"#!/bin/sh\necho '{gpu}, {capability[0]}.{capability[1]}'\n")
-            smi.chmod(0o755)
-        monkeypatch.setenv("PATH", str(tmp_path))  # no real driver's nvidia-smi
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        monkeypatch.setattr(platform, "machine", lambda: "x86_64")
-        monkeypatch.setattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", CUDA_BUILDS, raising=False)
-        monkeypatch.setattr(torch, "__version__", "2.13.0+cu126" if built_for else "2.13.0+cpu")
-        monkeypatch.setattr(torch.version, "cuda", "12.6" if built_for else None)
-        for name, value in [("is_available", True), ("device_count", 1),
-                            ("get_device_capability", capability), ("get_device_name", gpu),
-                            ("get_arch_list", built_for)] if built_for else []:
-            monkeypatch.setattr(torch.cuda, name, lambda *args, value=value: value)
-        if built_for and hasattr(torch, "accelerator"):
-            monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
-            monkeypatch.setattr(torch.accelerator, "current_accelerator",
-                                lambda: torch.device("cuda"))
-    return simulate
+RTX_5090, RTX_3090 = ("NVIDIA GeForce RTX 5090", (12, 0)), ("NVIDIA GeForce RTX 3090", (8, 6))
+RX_7900, RX_6600 = ("AMD Radeon RX 7900 XTX", "gfx1100"), ("AMD Radeon RX 6600", "gfx1032")
+RYZEN_IGPU = ("AMD Radeon Graphics", "gfx1036")  # a Ryzen 7000's, which ROCm lists beside the card
+ROCM = ("gfx900 gfx906 gfx908 gfx90a gfx942 gfx1030 gfx1100 gfx1101 gfx1102 gfx1200 gfx1201")
+CU126 = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"
+CU129_ADVICE = (f'pip install "torch==2.13.0+cu129" --extra-index-url {INDEX}/cu129 installs '
+                f"torch 2.13.0 built for CUDA 12.9, which runs on this GPU")
+CU126_ADVICE = (f'pip install "torch==2.13.0+cu126" --extra-index-url {INDEX}/cu126 installs '
+                f"torch 2.13.0 built for CUDA 12.6, which runs on this GPU")
 
 
-@fake_commands
-@pytest.mark.parametrize("system", ["Linux", "Windows"])
-def test_a_cpu_only_build_beside_an_nvidia_gpu_is_named(system, machine_with, monkeypatch,
-                                                        capsys):
-    """PyPI's torch for Windows has no CUDA: an RTX 50xx trained on the CPU without a word."""
-    machine_with("NVIDIA GeForce RTX 5090", (12, 0))
-    monkeypatch.setattr(platform, "system", lambda: system)
+def cpu_build_beside(gpu: str, windows: bool = False) -> str:
+    return (f"this machine has an NVIDIA GPU ({gpu}), but torch 2.13.0+cpu is a CPU-only build"
+            f"{', as PyPI' + chr(39) + 's torch for Windows always is' if windows else ''}, so "
+            f"everything runs on the CPU; {CU129_ADVICE}")
+
+
+def not_built_for(gpu: int, name: str, arch: str, build: str, listed: str, advice: str) -> str:
+    failure = ("GPU operation would fail with 'HIP error: invalid device function'"
+               if arch.startswith("gfx") else
+               "CUDA operation would fail with 'no kernel image is available'")
+    return (f"GPU {gpu}, {name}, is {arch}, which torch {build} was not built for ({listed}): "
+            f"its first {failure}; {advice}; or use --device cpu")
+
+
+HOSTED = " (torch, a CUDA build, sees none)"
+COLAB = ("this Colab runtime has no GPU: choose one under Runtime > Change runtime type (a T4), "
+         "then run the cells again" + HOSTED)
+KAGGLE = ("this Kaggle notebook has no accelerator: choose a GPU under the notebook's Settings > "
+          "Accelerator, then run the cells again" + HOSTED)
+DOCKER = ("this runs in a container, where torch (a CUDA build) sees no GPU: if the machine has "
+          "an NVIDIA GPU, start the container with it (docker run --gpus all, once the machine "
+          "has NVIDIA's Container Toolkit)")
+SUSPENDED = ("this machine has an NVIDIA GPU (NVIDIA GeForce RTX 3090), but CUDA cannot start in "
+             "torch 2.13.0+cu126 (CUDA unknown error), so everything runs on the CPU; after a "
+             "laptop's suspend, reboot; in a container, start it with the GPUs (docker run "
+             "--gpus all); a driver too old: update it (nvidia-smi shows its CUDA version)")
+RTX_5090_LINE = not_built_for(0, RTX_5090[0], "sm_120", "2.13.0+cu126", CU126, CU129_ADVICE)
+P100_LINE = not_built_for(0, "Tesla P100-PCIE-16GB", "sm_60", "2.13.0+cu128",
+                          "sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", CU126_ADVICE)
+BESIDE_3090 = not_built_for(0, RTX_5090[0], "sm_120", "2.13.0+cu126", CU126,
+                            "CUDA_VISIBLE_DEVICES=1 before each command hides it, leaving GPU 1 "
+                            "(NVIDIA GeForce RTX 3090), which it was built for")
+IGPU_LINE = not_built_for(1, RYZEN_IGPU[0], "gfx1036", "2.9.1+rocm6.4", ROCM,
+                          "HIP_VISIBLE_DEVICES=0 before each command hides it, leaving GPU 0 (AMD "
+                          "Radeon RX 7900 XTX), which it was built for")
+RX_6600_LINE = not_built_for(0, RX_6600[0], "gfx1032", "2.9.1+rocm6.4", ROCM,
+                             "put HSA_OVERRIDE_GFX_VERSION=10.3.0 before each command (an RDNA2 "
+                             "card: ROCm then runs gfx1030's code on it), or install a ROCm build "
+                             f"of torch that lists gfx1032 ({devices.SELECTOR})")
+MACOS_13 = ("MPS is off: torch 2.13.0 supports Apple's GPU only on macOS 14 or newer, and this "
+            "Mac runs macOS 13.6.1; update macOS, or install an older torch (pip install "
+            '"torch<2.9")')
+NO_METAL = ("this Mac has Apple's GPU and torch 2.13.0 is built for it, but this process sees no "
+            "Metal device: something hides the GPU from it, a sandbox or a virtual machine (an "
+            "IDE's or an agent's sandbox, a VM, a container; this project's tests hide it on "
+            "purpose); run it from macOS's own Terminal")
+ROSETTA = ("this Python is an Intel (x86_64) build running under Rosetta on an Apple-silicon Mac, "
+           "so it gets torch 2.2.2 at most, whose MPS there computes argmax wrongly "
+           "(pytorch/pytorch#98191); install a native arm64 Python (python.org's installer, or "
+           "Homebrew's in /opt/homebrew), then make .venv again with it")
+JETSON = ("this is an NVIDIA Jetson, whose GPU torch 2.13.0+cpu cannot use: neither PyPI's nor "
+          "PyTorch's ARM wheels are built for it; install NVIDIA's torch wheel for your JetPack "
+          "version (NVIDIA's 'PyTorch for Jetson' page)")
+WINDOWS_GLOO = ("on Windows the processes meet through gloo, which cannot carry CUDA tensors "
+                "(pytorch/pytorch#186535); use --device cpu (or auto), or WSL2")
+MPS_DIGITS = ("on MPS the losses may differ from the text's in the digits, and from run to run; "
+              "--device cpu reproduces the text's")
+MPS_ARGMAX = ("on an Intel Mac (or under Rosetta) MPS computes argmax wrongly "
+              "(pytorch/pytorch#112186), and with it the accuracy; --device cpu trains on the CPU")
+
+
+class Says(NamedTuple):
+    """What the scripts tell that learner: a01's notes; where a07 trains ("cpu", "cuda", "mps",
+    or "stops" with a01's last note) and its notes there (default: a01's); where a08 trains
+    ("cpu", "nccl") and the note it prints first, if any."""
+    a01: list
+    a07: str = "cpu"
+    a08: str = "cpu"
+    a08_note: str | None = None
+    a07_notes: list | None = None
+
+
+MAC = Machine(system="Darwin", machine="arm64", mps=True)
+NVIDIA_LINUX = Machine(build="cu126", gpus=(RTX_3090,))
+ROWS = {  # a row: the machine, and in words beside it what a01 tells that learner
+    # PyPI's CPU build on a laptop without a GPU: nothing to say
+    "Linux laptop": (Machine(), Says([])),
+    # PyPI's torch for Windows has no CUDA: the GPU unused, and the CUDA build that runs on it;
+    # a08 on Windows could not use it even so (gloo)
+    "Windows, RTX 5090, PyPI's CPU build": (
+        Machine(system="Windows", machine="AMD64", gpus=(RTX_5090,)),
+        Says([cpu_build_beside(RTX_5090[0], windows=True)], a08_note=WINDOWS_GLOO)),
+    "Linux, RTX 5090, a CPU build": (Machine(gpus=(RTX_5090,)),
+                                     Says([cpu_build_beside(RTX_5090[0])],
+                                          a08_note=cpu_build_beside(RTX_5090[0]))),
+    # Colab's CPU runtime (Kaggle's without an accelerator): a CUDA build in a container, no
+    # GPU; the GPU comes from the notebook's setting, not from docker
+    "Colab CPU": (Machine(build="cu126", notebook="COLAB_RELEASE_TAG", container=True),
+                  Says([COLAB], a08_note=COLAB)),
+    "Kaggle, no accelerator": (Machine(build="cu126", notebook="KAGGLE_KERNEL_RUN_TYPE",
+                                       container=True), Says([KAGGLE], a08_note=KAGGLE)),
+    "Colab T4": (Machine(build="cu126", gpus=(("Tesla T4", (7, 5)),),
+                         notebook="COLAB_RELEASE_TAG", container=True),
+                 Says([], a07="cuda", a08="nccl")),
+    # a container started without --gpus (or without NVIDIA's Container Toolkit)
+    "Docker without --gpus": (Machine(build="cu126", container=True),
+                              Says([DOCKER], a08_note=DOCKER)),
+    "CUDA that cannot start": (Machine(build="cu126", gpus=(RTX_3090,), cuda_starts=False),
+                               Says([SUSPENDED], a08_note=SUSPENDED)),
+    "RTX 3090, cu126": (NVIDIA_LINUX, Says([], a07="cuda", a08="nccl")),
+    "RTX 3090, a build for sm_80": (Machine(build="sm80", gpus=(RTX_3090,)),
+                                    Says([], a07="cuda", a08="nccl")),
+    "RTX 5090, a build with PTX": (Machine(build="ptx90", gpus=(RTX_5090,)),
+                                   Says([], a07="cuda", a08="nccl")),
+    # torch calls it available, then 'no kernel image': a07 stops before its first CUDA
+    # operation, a08 trains on the CPU; the CUDA build that runs on it
+    "RTX 5090, cu126": (Machine(build="cu126", gpus=(RTX_5090,)),
+                        Says([RTX_5090_LINE], a07="stops", a08_note=RTX_5090_LINE)),
+    # Kaggle's P100 under PyPI's Linux build from torch 2.8 (Kaggle/docker-python#1546)
+    "Kaggle P100": (Machine(build="cu128", gpus=(("Tesla P100-PCIE-16GB", (6, 0)),),
+                            notebook="KAGGLE_KERNEL_RUN_TYPE", container=True),
+                    Says([P100_LINE], a07="stops", a08_note=P100_LINE)),
+    # the card the build lacks is GPU 0: hiding it leaves GPU 1, which a07 and a08 would use
+    "RTX 5090 beside an RTX 3090, cu126": (
+        Machine(build="cu126", gpus=(RTX_5090, RTX_3090)),
+        Says([BESIDE_3090], a07="stops", a08_note=BESIDE_3090)),
+    # ROCm lists the Ryzen's iGPU beside the card: GPU 0 works, GPU 1 is hidden, not overridden
+    "AMD desktop, RX 7900 XTX and iGPU": (Machine(build="rocm6.4", gpus=(RX_7900, RYZEN_IGPU)),
+                                          Says([IGPU_LINE], a07="cuda", a08="nccl",
+                                               a07_notes=[])),
+    "RX 6600, ROCm without gfx1032": (Machine(build="rocm6.4", gpus=(RX_6600,)),
+                                      Says([RX_6600_LINE], a07="stops", a08_note=RX_6600_LINE)),
+    "RX 6600, HSA_OVERRIDE_GFX_VERSION set": (
+        Machine(build="rocm6.4", gpus=(RX_6600,), env=(("HSA_OVERRIDE_GFX_VERSION", "10.3.0"),)),
+        Says([], a07="cuda", a08="nccl")),  # the learner chose what ROCm runs it as
+    "MI210 (gcnArchName with features)": (
+        Machine(build="rocm6.4", gpus=(("AMD Instinct MI210", "gfx90a:sramecc+:xnack-"),)),
+        Says([], a07="cuda", a08="nccl")),
+    "Apple-silicon Mac": (MAC, Says([], a07="mps", a07_notes=[MPS_DIGITS])),
+    "Mac on macOS 13": (Machine(system="Darwin", machine="arm64", macos="13.6.1"),
+                        Says([MACOS_13])),
+    "Mac in a VM (no Metal device)": (Machine(system="Darwin", machine="arm64"),
+                                      Says([NO_METAL])),
+    "Mac, a torch built without MPS": (
+        Machine(system="Darwin", machine="arm64", mps_built=False),
+        Says(["torch 2.13.0 was built without MPS; install PyPI's torch for macOS"])),
+    "Mac, Python under Rosetta": (Machine(system="Darwin", translated=True),
+                                  Says([ROSETTA], a07_notes=[])),
+    "Intel Mac, MPS on its AMD GPU": (Machine(system="Darwin", mps=True),
+                                      Says([], a07="mps", a07_notes=[MPS_DIGITS, MPS_ARGMAX])),
+    "Jetson, PyPI's ARM build": (Machine(machine="aarch64", jetson=True),
+                                 Says([JETSON], a07_notes=[])),
+}
+
+
+def fast_timing(shape, device, dtype=torch.float32) -> float:
+    """measure.time_matmul without the timing: the tensors are still made on ``device``."""
+    torch.zeros(1, device=device, dtype=dtype)
+    return 1e-3
+
+
+def notes(text: str) -> list[str]:
+    return [line.removeprefix("Note: ") for line in text.splitlines() if line.startswith("Note: ")]
+
+
+@pytest.mark.filterwarnings("ignore:Attempted to get default timeout for nccl")
+@pytest.mark.parametrize("row", ROWS)
+def test_every_note_is_true_on_the_learners_machine(row, monkeypatch, tmp_path, capsys):
+    machine, says = ROWS[row]
+    simulate(machine, monkeypatch, tmp_path)
     code, out, err = run_main("a01_tensors.py", [], capsys)
-    note = section(out, "1.3 Installing").splitlines()[-1]
-    assert code == 0 and note.startswith("Note: this machine has an NVIDIA GPU (NVIDIA GeForce "
-                                         "RTX 5090), but torch 2.13.0+cpu is a CPU-only build")
-    assert (", as PyPI's torch for Windows always is" in note) == (system == "Windows")
-    assert note.endswith(f'pip install "torch==2.13.0+cu129" --extra-index-url {INDEX}/cu129 '
-                         f"installs torch 2.13.0 built for CUDA 12.9, which runs on this GPU")
-    code, out, err = run_main("a07_gpu_single.py", [], capsys)
-    assert code == 0 and note in section(out, "9.1 Computations").splitlines(), err
+    assert (code, notes(section(out, "1.3 Installing"))) == (0, says.a01), err
+
+    if says.a07 == "stops":  # before section 9.1's first operation on the GPU
+        assert run_main("a07_gpu_single.py", [], capsys) == (1, "", f"error: {says.a01[-1]}\n")
+    elif says.a07 == "cpu":
+        code, out, err = run_main("a07_gpu_single.py", [], capsys)
+        assert code == 0, err
+        assert "Training device: cpu (no accelerator found)." in out
+    else:  # the simulated GPU runs nothing: the first operation on it fails, past every check
+        with pytest.raises((AssertionError, RuntimeError), match=r"CUDA|mps"):
+            run_main("a07_gpu_single.py", [], capsys)
+        out = capsys.readouterr().out
+        assert f"Training device: {says.a07}\n" in out
+    if says.a07 != "stops":
+        assert notes(section(out, "9.1")) == (says.a01 if says.a07_notes is None
+                                              else says.a07_notes), out
+
+    monkeypatch.setattr(measure, "time_matmul", fast_timing)  # --device cpu: nothing on a GPU
+    code, out, err = run_main("a07_gpu_single.py", ["--device", "cpu", "--benchmark",
+                                                    "--sizes", "64"], capsys)
+    assert code == 0, err
+    assert "--device cpu: the CPU alone, so there is no second column" in out
+    assert "tensor cores and lower precisions (cpu, 64 x 64)" in out
+    assert set(notes(out)) <= set(says.a01)
+
+    if says.a08 == "nccl":  # this torch has no NCCL: a08 chose it, for a GPU of its own
+        with pytest.raises(RuntimeError, match="NCCL built in"):
+            run_main("a08_ddp_torchrun.py", [], capsys)
+        assert notes(capsys.readouterr().out) == []
+        return
+    code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
+    assert code == 0, err
+    assert notes(out) == ([f"training on the CPU: {says.a08_note}"] if says.a08_note else [])
+    assert "[CPU0] Test accuracy 1.0" in out
+    if torch.cuda.device_count():
+        code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cuda"], capsys)
+        assert code == 2 and err.splitlines()[-1].endswith(f"--device cuda: {says.a08_note}")
 
 
 # torch's list of its builds as each torch has it: {cuda: {host: codes}} (2.13), {cuda: codes}
@@ -72,32 +236,26 @@ BUILD_TABLES = {"2.13": CUDA_BUILDS, "2.12": {cuda: codes["x86_64"] for cuda, co
                                               CUDA_BUILDS.items()}, "2.10": None}
 
 
-@fake_commands
 @pytest.mark.parametrize("torch_version", BUILD_TABLES)
-def test_every_shape_of_torchs_build_table_gives_advice(torch_version, machine_with,
-                                                         monkeypatch):
+def test_every_shape_of_torchs_build_table_gives_advice(torch_version, monkeypatch, tmp_path):
     """a01 crashed on 2.11 and 2.12 ('set' object has no attribute 'get'), just where the
     check matters: a CPU-only build beside an NVIDIA GPU (issue 41)."""
-    machine_with("NVIDIA GeForce RTX 5090", (12, 0))
+    simulate(Machine(gpus=(RTX_5090,)), monkeypatch, tmp_path)
     monkeypatch.setattr(torch, "__version__", f"{torch_version}.0+cpu")
     if BUILD_TABLES[torch_version] is None:
         monkeypatch.delattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", raising=False)
     else:
         monkeypatch.setattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", BUILD_TABLES[torch_version])
     [note] = devices.install_notes()
-    assert note.endswith(f'pip install "torch=={torch_version}.0+cu129" --extra-index-url '
-                         f"{INDEX}/cu129 installs torch {torch_version}.0 built for CUDA 12.9, "
-                         f"which runs on this GPU" if BUILD_TABLES[torch_version] else
-                         "https://pytorch.org/get-started/locally/ gives the pip command for a "
-                         "CUDA build (add --force-reinstall)"), note
+    assert note.endswith(CU129_ADVICE.replace("2.13", torch_version) if BUILD_TABLES[
+        torch_version] else f"{devices.SELECTOR} gives the pip command for a CUDA build (add "
+                            f"--force-reinstall)"), note
 
 
-@fake_commands
-def test_a_pascal_gpu_under_torch_2_15_gets_the_last_torch_built_for_it(machine_with,
-                                                                        monkeypatch):
+def test_a_pascal_gpu_under_torch_2_15_gets_the_last_torch_built_for_it(monkeypatch, tmp_path):
     """torch 2.15 has no cu126 wheels, the last for sm_50 to sm_70, though its table lists 12.6
     (pytorch/pytorch#190385): a GTX 1080 gets torch 2.14's cu126 build."""
-    machine_with("NVIDIA GeForce GTX 1080", (6, 1))
+    simulate(Machine(gpus=(("NVIDIA GeForce GTX 1080", (6, 1)),)), monkeypatch, tmp_path)
     monkeypatch.setattr(torch, "__version__", "2.15.0+cpu")
     [note] = devices.install_notes()
     advice = (f'pip install "torch<2.15" --index-url {INDEX}/cu126 installs torch 2.14, the last '
@@ -111,226 +269,43 @@ def test_a_pascal_gpu_under_torch_2_15_gets_the_last_torch_built_for_it(machine_
                          f"first (this is Python 3.15.0)"), note
 
 
-@fake_commands
-def test_cuda_that_cannot_start_beside_an_nvidia_gpu_is_named(machine_with, monkeypatch,
-                                                              capsys):
-    """A CUDA build, a driver, a GPU, and CUDA failing to start (after a laptop's suspend; a
-    container without /dev/nvidia-uvm: pytorch/pytorch#88639, #43281, #49081): torch warns and
-    reports no GPU; a01, a07 and a08 say why, in torch's words."""
-    machine_with("NVIDIA GeForce RTX 3060", (8, 6))
-    monkeypatch.setattr(torch, "__version__", "2.13.0+cu128")
-    monkeypatch.setattr(torch.version, "cuda", "12.8")
-
-    def init():
-        raise RuntimeError("CUDA unknown error - this may be due to an incorrectly set up "
-                           "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after "
-                           "program start. Setting the available devices to be zero.")
-    monkeypatch.setattr(torch.cuda, "init", init)
-    code, out, err = run_main("a01_tensors.py", [], capsys)
-    note = section(out, "1.3 Installing").splitlines()[-1].removeprefix("Note: ")
-    assert code == 0 and "but CUDA cannot start in torch 2.13.0+cu128 (CUDA unknown error)" in note
-    assert "after a laptop's suspend, reboot" in note and "docker run --gpus all" in note
-    code, out, err = run_main("a07_gpu_single.py", [], capsys)
-    assert code == 0 and f"Note: {note}" in section(out, "9.1 Computations").splitlines(), err
-    code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
-    assert code == 0 and out.splitlines()[0] == f"Note: training on the CPU: {note}", err
-
-
-@fake_commands
-@pytest.mark.parametrize("gpu, capability, built_for, advice", [
-    ("NVIDIA GeForce RTX 5090", (12, 0), ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86",
-                                          "sm_90"], "cu129"),  # a new card, cu126's build
-    ("NVIDIA GeForce GTX 1080", (6, 1), ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100",
-                                         "sm_120"], "cu126"),  # an old card a build dropped
-    # Kaggle's P100 under PyPI's Linux build from torch 2.8 (Kaggle/docker-python#1546)
-    ("Tesla P100-PCIE-16GB", (6, 0), ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100",
-                                      "sm_120"], "cu126"),
+@pytest.mark.parametrize("gpu, advice", [
+    (("AMD Radeon RX 7700S", "gfx1103"), "HSA_OVERRIDE_GFX_VERSION=11.0.0"),  # RDNA3
+    (("AMD Radeon 890M", "gfx1150"), "install a ROCm build"),  # no family ROCm lists
 ])
-def test_a_gpu_missing_from_the_build_is_named_before_its_first_cuda_operation(
-        gpu, capability, built_for, advice, machine_with, capsys):
-    """torch calls the GPU available, then fails: 'no kernel image is available'
-    (pytorch/pytorch#150733, #167244). a01 names it; a07 stops in one line before section
-    9.1's first CUDA operation; a08 trains on the CPU and says why, or refuses --device cuda."""
-    machine_with(gpu, capability, built_for)
-    line = (f"GPU 0, {gpu}, is sm_{capability[0]}{capability[1]}, which torch 2.13.0+cu126 was "
-            f"not built for ({' '.join(built_for)}): its first CUDA operation would fail with "
-            f"'no kernel image is available'; pip install \"torch==2.13.0+{advice}\" "
-            f"--extra-index-url {INDEX}/{advice} installs torch 2.13.0 built for CUDA "
-            f"{'12.9' if advice == 'cu129' else '12.6'}, which runs on this GPU; or use "
-            f"--device cpu")
-    code, out, _ = run_main("a01_tensors.py", [], capsys)
-    assert section(out, "1.3 Installing").splitlines()[-1] == f"Note: {line}"
-    assert run_main("a07_gpu_single.py", [], capsys) == (1, "", f"error: {line}\n")
-    code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
-    assert code == 0, err
-    assert out.splitlines()[0] == f"Note: training on the CPU: {line}"
-    code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cuda"], capsys)
-    assert code == 2 and err.splitlines()[-1].endswith(f"argument --device cuda: {line}")
+def test_what_an_amd_gpu_the_build_lacks_is_advised(gpu, advice, monkeypatch, tmp_path):
+    simulate(Machine(build="rocm6.4", gpus=(gpu,)), monkeypatch, tmp_path)
+    [note] = devices.install_notes()
+    assert f"is {gpu[1]}," in note and advice in note
+    assert ("HSA_OVERRIDE" in note) == advice.startswith("HSA")
 
 
-@fake_commands
-@pytest.mark.parametrize("gpu, capability, built_for", [
-    (None, None, None),  # no NVIDIA driver: a CPU-only build is all there is to have
-    ("NVIDIA GeForce RTX 3090", (8, 6), ["sm_80", "sm_90"]),  # sm_80's code runs on sm_86
-    ("NVIDIA GeForce RTX 5090", (12, 0), ["sm_90", "compute_90"]),  # PTX compiles for it
-])
-def test_no_advice_where_the_build_fits_or_no_driver_is_there(gpu, capability, built_for,
-                                                              machine_with):
-    machine_with(gpu, capability, built_for)
-    assert devices.install_notes() == []
+def test_a08_judges_the_gpus_its_processes_take(monkeypatch, tmp_path):
+    """The AMD desktop: one process takes GPU 0, which the build has; a second would take the
+    iGPU, which it lacks."""
+    simulate(ROWS["AMD desktop, RX 7900 XTX and iGPU"][0], monkeypatch, tmp_path)
+    assert devices.gpu_shortage(1) is None and devices.gpu_shortage(2) == IGPU_LINE
 
 
-ROCM_BUILD = ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1101",
-              "gfx1102", "gfx1200", "gfx1201"]  # a ROCm wheel's list (torch.cuda.get_arch_list())
-
-
-@pytest.fixture
-def amd_machine(monkeypatch, tmp_path):
-    """``amd_machine(name, gfx)``: a ROCm build of torch (ROCM_BUILD) that sees one AMD GPU, as
-    torch answers there: available as `cuda`, ``torch.version.hip`` set, the GPU's
-    architecture in ``gcnArchName``."""
-    def simulate(name, gfx):
-        monkeypatch.setattr(platform, "system", lambda: "Linux")  # ROCm's torch: Linux
-        monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        monkeypatch.delenv("HSA_OVERRIDE_GFX_VERSION", raising=False)
-        monkeypatch.setattr(torch, "__version__", "2.9.1+rocm6.4")
-        monkeypatch.setattr(torch.version, "cuda", None)
-        monkeypatch.setattr(torch.version, "hip", "6.4.43484")
-        properties = SimpleNamespace(name=name, gcnArchName=gfx, major=10, minor=3)
-        for module, query, value in [
-                (torch.cuda, "is_available", True), (torch.cuda, "device_count", 1),
-                (torch.cuda, "get_arch_list", ROCM_BUILD), (torch.cuda, "get_device_name", name),
-                (torch.cuda, "get_device_properties", properties),
-                *([(torch.accelerator, "is_available", True),
-                   (torch.accelerator, "current_accelerator", torch.device("cuda"))]
-                  if hasattr(torch, "accelerator") else [])]:
-            monkeypatch.setattr(module, query, lambda *args, value=value: value)
-    return simulate
-
-
-RX_6600_LINE = (
-    f"GPU 0, AMD Radeon RX 6600, is gfx1032, which torch 2.9.1+rocm6.4 was not built for "
-    f"({' '.join(ROCM_BUILD)}): its first GPU operation would fail with 'HIP error: invalid "
-    f"device function'; put HSA_OVERRIDE_GFX_VERSION=10.3.0 before each command (an RDNA2 card: "
-    f"ROCm then runs gfx1030's code on it), or install a ROCm build of torch that lists gfx1032 "
-    f"({devices.SELECTOR}); or use --device cpu")
-
-
-@pytest.mark.parametrize("gfx", ["gfx1032", "gfx1032:sramecc+:xnack-"])
-def test_an_amd_gpu_missing_from_the_rocm_build_is_named_before_its_first_gpu_operation(
-        gfx, amd_machine, capsys):
-    """An RX 6600 (gfx1032) under a build listing gfx1030: torch calls it available, then 'HIP
-    error: invalid device function'. a01 names it; a07 stops in one line before section 9.1's
-    first GPU operation; --device cpu runs."""
-    amd_machine("AMD Radeon RX 6600", gfx)
-    code, out, _ = run_main("a01_tensors.py", [], capsys)
-    assert code == 0 and section(out, "1.3 Installing").splitlines()[-1] == f"Note: {RX_6600_LINE}"
-    assert run_main("a07_gpu_single.py", [], capsys) == (1, "", f"error: {RX_6600_LINE}\n")
-    code, out, err = run_main("a07_gpu_single.py", ["--device", "cpu"], capsys)
-    assert code == 0 and "Training device: cpu (--device cpu)." in out, err
-
-
-@pytest.mark.skipif(WINDOWS, reason="AMD's torch for Windows lacks torch.distributed: no a08")
-def test_a08_beside_an_amd_gpu_the_build_lacks_trains_on_the_cpu_or_refuses_cuda(amd_machine,
-                                                                                   capsys):
-    """As beside an NVIDIA GPU the build lacks: the CPU, saying why; --device cuda refused."""
-    amd_machine("AMD Radeon RX 6600", "gfx1032")
-    code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
-    assert code == 0, err
-    assert out.splitlines()[0] == f"Note: training on the CPU: {RX_6600_LINE}"
-    code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cuda"], capsys)
-    assert code == 2 and err.splitlines()[-1].endswith(f"argument --device cuda: {RX_6600_LINE}")
-
-
-@pytest.mark.parametrize("name, gfx, override, advice", [
-    ("AMD Radeon RX 7600", "gfx1102", None, None),  # listed: nothing to say
-    ("AMD Radeon RX 6600", "gfx1032", "10.3.0", None),  # the learner chose what it runs as
-    ("AMD Radeon RX 7700S", "gfx1103", None, "HSA_OVERRIDE_GFX_VERSION=11.0.0"),  # RDNA3
-    ("AMD Radeon 890M", "gfx1150", None, "install a ROCm build"),  # no family ROCm lists
-])
-def test_which_amd_gpus_get_a_line_and_what_it_advises(name, gfx, override, advice,
-                                                     amd_machine, monkeypatch):
-    amd_machine(name, gfx)
-    if override:
-        monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", override)
-    notes = devices.install_notes()
-    if advice is None:
-        assert notes == [] and devices.gpu_shortage(1) is None
-    else:
-        assert len(notes) == 1 and f"is {gfx}," in notes[0] and advice in notes[0]
-        assert ("HSA_OVERRIDE" in notes[0]) == advice.startswith("HSA")
-
-
-@pytest.fixture
-def mac(monkeypatch):
-    """``mac(machine, macos, mps_built=True, translated="")``: torch answers as on that Mac."""
-    def simulate(machine, macos, mps_built=True, translated=""):
-        monkeypatch.setattr(platform, "system", lambda: "Darwin")
-        monkeypatch.setattr(platform, "machine", lambda: machine)
-        monkeypatch.setattr(platform, "mac_ver", lambda: (macos, ("", "", ""), machine))
-        monkeypatch.setattr(torch.backends.mps, "is_built", lambda: mps_built)
-        def run(command, **kwargs):  # sysctl answers; nvidia-smi is not there
-            if command[0] != "sysctl":
-                raise FileNotFoundError(command[0])
-            return subprocess.CompletedProcess(command, 0, translated, "")
-
-        monkeypatch.setattr(subprocess, "run", run)
-    return simulate
-
-
-MACOS_13 = ("MPS is off: torch 2.13.0+cpu supports Apple's GPU only on macOS 14 or newer, and "
-            "this Mac runs macOS 13.6.1; update macOS, or install an older torch (pip install "
-            '"torch<2.9")')
-
-
-def test_an_apple_silicon_mac_on_macos_13_is_told_why_mps_is_off(mac, monkeypatch, capsys):
-    """torch 2.9+ dropped MPS before macOS 14 (pytorch/pytorch#164943, #163515): a01 printed
-    False, a07 'no accelerator found', and --device mps 'needs an Apple-silicon Mac'."""
-    mac("arm64", "13.6.1")
-    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
-    out = run_main("a01_tensors.py", [], capsys)[1]
-    assert section(out, "1.3 Installing").splitlines()[-1] == f"Note: {MACOS_13}"
-    out = run_main("a07_gpu_single.py", [], capsys)[1]
-    assert f"Training device: cpu (no accelerator found).\nNote: {MACOS_13}\n" in out
+@pytest.mark.parametrize("row", ["Mac on macOS 13", "Mac in a VM (no Metal device)"])
+def test_a07_device_mps_where_mps_is_off_says_why(row, monkeypatch, tmp_path, capsys):
+    """--device mps had said 'it needs an Apple-silicon Mac' on one."""
+    simulate(ROWS[row][0], monkeypatch, tmp_path)
     code, _, err = run_main("a07_gpu_single.py", ["--device", "mps"], capsys)
     assert code == 2 and err.splitlines()[-1].endswith(
-        f"argument --device mps: MPS is not available here: {MACOS_13}; use --device auto or "
-        f"cpu")
+        f"argument --device mps: MPS is not available here: {ROWS[row][1].a01[0]}; use --device "
+        f"auto or cpu")
 
 
-NO_METAL = ("this Mac has Apple's GPU and torch 2.13.0+cpu is built for it, but this process "
-            "sees no Metal device: something hides the GPU from it, a sandbox or a virtual "
-            "machine")
-
-
-def test_an_apple_silicon_mac_whose_process_sees_no_metal_device(mac, monkeypatch, capsys):
-    """macOS 26 in a sandbox or a VM (pytorch/pytorch#167679, #177819, #125197): MPS built,
-    not available. a01 and a07 name that, not 'it needs an Apple-silicon Mac'."""
-    mac("arm64", "26.1")
-    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
-    out = run_main("a01_tensors.py", [], capsys)[1]
-    assert section(out, "1.3 Installing").splitlines()[-1].startswith(f"Note: {NO_METAL}")
-    code, _, err = run_main("a07_gpu_single.py", ["--device", "mps"], capsys)
-    assert code == 2 and f"MPS is not available here: {NO_METAL}" in err
-    assert "Apple-silicon Mac;" not in err
-
-
-@pytest.mark.parametrize("machine, macos, built, translated, note", [
-    ("arm64", "14.5", False, "", "torch 2.13.0+cpu was built without MPS; install PyPI's torch "
-                                 "for macOS"),
-    ("x86_64", "15.1", True, "1\n", "this Python is an Intel (x86_64) build running under "
-                                    "Rosetta on an Apple-silicon Mac, so it gets torch 2.2.2 at "
-                                    "most, whose MPS there computes argmax wrongly "
-                                    "(pytorch/pytorch#98191); install a native arm64 Python"),
-    ("x86_64", "13.6", True, "", None),  # an Intel Mac: torch 2.2.2 is its torch
-    ("arm64", "14.5", True, "", NO_METAL),  # a sandbox's or a VM's process: no Metal device
-])
-def test_other_macs(machine, macos, built, translated, note, mac, monkeypatch):
-    mac(machine, macos, built, translated)
-    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
-    notes = devices.install_notes()
-    assert len(notes) == (note is not None) and all(n.startswith(f"Note: {note}") for n in notes)
+def test_the_gpu_guides_on_the_cpu_beside_a_gpu_the_build_lacks(monkeypatch, tmp_path, capsys):
+    """--gpu-guides --device cpu beside an RTX 5090 under cu126: the how-to's GPU lines are left
+    to a run on the GPU, saying so (the guide's parts all run on a07's device)."""
+    simulate(ROWS["RTX 5090, cu126"][0], monkeypatch, tmp_path)
+    monkeypatch.setattr(torch.nn, "DataParallel", None)  # any use of it fails
+    gpu_howto.run(torch.device("cpu"))
+    out = capsys.readouterr().out
+    assert "would name GPU 0 (this run is on cpu)" in out and "no such GPU" not in out
+    assert "this run is on cpu, so the model runs unwrapped" in out
 
 
 @pytest.mark.parametrize("system, gpus, processes, reason", [
@@ -407,57 +382,6 @@ def test_pip_install_asks_each_machine_for_a_torch_that_works_there(machine, acc
 
 MACHINES = {"pretend_cuda": "torch.cuda.is_available()", "pretend_mps":
             "torch.backends.mps.is_available()"}
-
-
-@pytest.mark.parametrize("machine", ["arm64", "x86_64"])
-def test_a07_on_mps_says_its_digits_may_differ(machine, monkeypatch, capsys):
-    """rasbt/LLMs-from-scratch#635, #791, #1020: MPS gives other digits, run to run. An Intel
-    Mac's MPS (an AMD GPU), or MPS under Rosetta, computes int64 argmax wrongly
-    (pytorch/pytorch#112186, #92311, #98191): the accuracy a07 prints would be wrong."""
-    monkeypatch.setattr(platform, "system", lambda: "Darwin")
-    monkeypatch.setattr(platform, "machine", lambda: machine)
-    monkeypatch.setattr(devices, "accelerator", lambda: "mps")
-    devices.show_device(None)
-    assert capsys.readouterr().out == (
-        "Training device: mps\nNote: on MPS the losses may differ from the text's in the "
-        "digits, and from run to run; --device cpu reproduces the text's\n" + (
-            "Note: on an Intel Mac (or under Rosetta) MPS computes argmax wrongly "
-            "(pytorch/pytorch#112186), and with it the accuracy; --device cpu trains on the "
-            "CPU\n" if machine == "x86_64" else ""))
-
-
-def test_a_jetson_is_named_before_any_advice_for_pip(machine_with, monkeypatch, tmp_path,
-                                                     capsys):
-    """A Jetson (JetPack 6 has nvidia-smi, JetPack 5 none) with PyPI's aarch64 torch: no
-    wheel of PyPI's or PyTorch's index uses its GPU (dusty-nv/jetson-inference#1932)."""
-    machine_with()  # no nvidia-smi, a CPU-only torch
-    release = tmp_path / "nv_tegra_release"
-    release.write_text("# R36 (release), REVISION: 4.0\n")
-    monkeypatch.setattr(devices, "JETSON_RELEASE", str(release))
-    out = run_main("a01_tensors.py", [], capsys)[1]
-    assert section(out, "1.3 Installing").splitlines()[-1] == (
-        "Note: this is an NVIDIA Jetson, whose GPU torch 2.13.0+cpu cannot use: neither PyPI's "
-        "nor PyTorch's ARM wheels are built for it; install NVIDIA's torch wheel for your "
-        "JetPack version (NVIDIA's 'PyTorch for Jetson' page)")
-    monkeypatch.setattr(devices, "JETSON_RELEASE", str(tmp_path / "absent"))
-    assert devices.install_notes() == []
-
-
-def test_a_container_started_without_the_gpus_says_how_to_start_it(machine_with, monkeypatch,
-                                                                   tmp_path):
-    """Docker without --gpus (or without NVIDIA's Container Toolkit: 'could not select device
-    driver "" with capabilities: [[gpu]]'): no nvidia-smi inside, a CUDA build that sees
-    nothing, and a01 was silent."""
-    machine_with()
-    monkeypatch.setattr(torch.version, "cuda", "12.6")
-    (tmp_path / ".dockerenv").touch()
-    monkeypatch.setattr(devices, "CONTAINER_FILES", (str(tmp_path / ".dockerenv"),))
-    assert devices.install_notes() == [
-        "Note: this runs in a container, where torch (a CUDA build) sees no GPU: if the machine "
-        "has an NVIDIA GPU, start the container with it (docker run --gpus all, once the "
-        "machine has NVIDIA's Container Toolkit)"]
-    monkeypatch.setattr(torch.version, "cuda", None)  # a CPU build: chosen for the CPU
-    assert devices.install_notes() == []
 
 
 def test_an_intel_gpu_is_named_and_trained_on_when_asked(monkeypatch, capsys):
