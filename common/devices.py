@@ -42,10 +42,10 @@ def rosetta() -> str | None:
                 ["sysctl", "-in", "sysctl.proc_translated"], capture_output=True, text=True,
                 timeout=10).stdout.strip() == "1":
             return ("this Python is an Intel (x86_64) build running under Rosetta on an "
-                    "Apple-silicon Mac, so it gets torch 2.2.2 at most, whose MPS there "
-                    "computes argmax wrongly (pytorch/pytorch#98191); install a "
-                    "native arm64 Python (python.org's installer, or Homebrew's in "
-                    "/opt/homebrew), then make .venv again with it")
+                    "Apple-silicon Mac, so it gets torch 2.2.2 at most, whose MPS there computes "
+                    "argmax wrongly (pytorch/pytorch#98191); install a native arm64 Python "
+                    "(python.org's installer, or Homebrew's in /opt/homebrew), then make .venv "
+                    "again with it")
     return None
 
 
@@ -68,9 +68,8 @@ def mps_off() -> str | None:
 
 
 def mps_argmax_wrong() -> str | None:
-    """An Intel Mac's MPS (an AMD GPU), or MPS under Rosetta: argmax returns wrong values
-    there, for integer and float input (pytorch/pytorch#112186, #92311, #98191, #109067), so
-    compute_accuracy is wrong."""
+    """An Intel Mac's MPS (an AMD GPU), or MPS under Rosetta: argmax is wrong there, and so
+    compute_accuracy (pytorch/pytorch#112186, #92311, #98191, #109067)."""
     if platform.system() != "Darwin" or platform.machine() != "x86_64":
         return None
     return ("on an Intel Mac (or under Rosetta) MPS computes argmax wrongly "
@@ -81,8 +80,7 @@ JETSON_RELEASE = "/etc/nv_tegra_release"  # JetPack's release file, on every Jet
 
 
 def jetson() -> str | None:
-    """An NVIDIA Jetson: PyPI's and PyTorch's aarch64 wheels never use its GPU (JetPack 5 has
-    no nvidia-smi to tell)."""
+    """A Jetson, whose GPU no PyPI or PyTorch wheel uses (JetPack 5 has no nvidia-smi)."""
     if torch.cuda.is_available() or not os.path.exists(JETSON_RELEASE):
         return None
     return (f"this is an NVIDIA Jetson, whose GPU torch {torch.__version__} cannot use: "
@@ -101,11 +99,9 @@ def no_distributed() -> str | None:
 
 
 def gpu_unused() -> str | None:
-    """An NVIDIA GPU that the driver shows (nvidia-smi) and torch does not use: a CPU-only
-    build (PyPI's torch for Windows always is one), or CUDA failing to start (after a laptop's
-    suspend; a container without /dev/nvidia-uvm; a driver too old for this build); with no
-    nvidia-smi, a container started without the GPUs. Where CUDA_VISIBLE_DEVICES is set,
-    someone chose what torch sees: nothing to say."""
+    """An NVIDIA GPU the driver shows (nvidia-smi) and torch does not use: a CPU-only build, or
+    CUDA failing to start (a laptop's suspend, a container without /dev/nvidia-uvm, an old
+    driver); no nvidia-smi: container_without_gpus. CUDA_VISIBLE_DEVICES set: someone chose."""
     if torch.cuda.is_available() or "CUDA_VISIBLE_DEVICES" in os.environ:
         return None
     if not (gpu := nvidia_smi()):
@@ -128,79 +124,68 @@ def gpu_unused() -> str | None:
 
 
 CONTAINER_FILES = ("/.dockerenv", "/run/.containerenv")  # Docker's, Podman's
-# Hosted notebooks run in containers too: each sets a variable of its own, and the GPU comes
-# from the notebook's settings
+# Hosted notebooks, containers too, each with a variable of its own: the GPU is a setting
 NOTEBOOKS = {"COLAB_RELEASE_TAG": "this Colab runtime has no GPU: choose one under Runtime > "
-                                  "Change runtime type (a T4), then run the cells again",
-             "KAGGLE_KERNEL_RUN_TYPE": "this Kaggle notebook has no accelerator: choose a GPU "
-                                       "under the notebook's Settings > Accelerator, then run "
-                                       "the cells again"}
+                                  "Change runtime type (a T4)", "KAGGLE_KERNEL_RUN_TYPE": "this "
+             "Kaggle notebook has no accelerator: choose a GPU under the notebook's Settings > "
+             "Accelerator"}
 
 
 def container_without_gpus() -> str | None:
-    """gpu_unused, where no driver shows: a CUDA build in a hosted notebook without a GPU, or
-    in a container started without the machine's GPUs (no --gpus, or no NVIDIA Container
-    Toolkit), or on a machine without one."""
-    if torch.version.cuda is None:
+    """gpu_unused, where no driver shows: a CUDA build in a hosted notebook without a GPU, or in
+    a container started without the GPUs (no --gpus, or no Container Toolkit), or with none."""
+    hosted = next((NOTEBOOKS[name] for name in NOTEBOOKS if name in os.environ), None)
+    if torch.version.cuda is None or not (hosted or any(map(os.path.exists, CONTAINER_FILES))):
         return None
-    if hosted := next((NOTEBOOKS[name] for name in NOTEBOOKS if name in os.environ), None):
-        return f"{hosted} (torch, a CUDA build, sees none)"
-    if not any(map(os.path.exists, CONTAINER_FILES)):
-        return None
+    if hosted:
+        return f"{hosted}, then run the cells again (torch, a CUDA build, sees none)"
     return ("this runs in a container, where torch (a CUDA build) sees no GPU: if the machine "
             "has an NVIDIA GPU, start the container with it (docker run --gpus all, once the "
             "machine has NVIDIA's Container Toolkit)")
 
 
 def gpu_missing_from_build(indices: Iterable[int] | None = None) -> str | None:
-    """The line for the first GPU of ``indices`` (default: every GPU torch sees) that this
-    build has no code for, which torch calls available: its first operation fails (an RTX 50xx
-    under cu126: 'no kernel image is available'; an AMD GPU a ROCm build does not list: 'HIP
-    error: invalid device function'). Beside GPUs the build has code for, the line names the
-    variable that hides it; HSA_OVERRIDE_GFX_VERSION set: the learner chose what ROCm runs."""
+    """The line for the first GPU of ``indices`` (default: all) torch calls available and this
+    build has no code for (an RTX 50xx under cu126, an AMD GPU a ROCm build does not list);
+    beside GPUs it has, the variable that hides it. HSA_OVERRIDE_GFX_VERSION set: none."""
     hip = bool(torch.version.hip)
     if not torch.cuda.is_available() or not (hip or torch.version.cuda) or \
             (hip and "HSA_OVERRIDE_GFX_VERSION" in os.environ):
         return None
     built_for = [arch.split(":")[0] for arch in torch.cuda.get_arch_list()]
     gpus = range(torch.cuda.device_count())
-    archs = {index: architecture(index) for index in gpus}
-    missing = [index for index, arch in archs.items() if built_for and arch and (
-        arch not in built_for if hip else not runs_on(capability_of(arch), built_for))]
-    if not (mine := [index for index in (gpus if indices is None else indices)
-                     if index in missing]):
+    missing = [i for i in gpus if built_for and (gfx(i) not in ("", *built_for) if hip else
+                                                 not runs_on(capability(i), built_for))]
+    if not (mine := [i for i in (gpus if indices is None else indices) if i in missing]):
         return None
-    index, usable = mine[0], [index for index in gpus if index not in missing]
+    index, usable = mine[0], [i for i in gpus if i not in missing]
+    arch = gfx(index) if hip else "sm_{}{}".format(*capability(index))
     if usable:  # an override would change every GPU: hide this one instead
         advice = (f"{'HIP' if hip else 'CUDA'}_VISIBLE_DEVICES={','.join(map(str, usable))} "
                   f"before each command hides it, leaving " + ", ".join(
                       f"GPU {i} ({torch.cuda.get_device_name(i)})" for i in usable) +
                   ", which it was built for")
     elif hip:
-        value, runs_as, family = GFX_OVERRIDES.get(archs[index][:6], (None, None, None))
+        value, runs_as, family = GFX_OVERRIDES.get(arch[:6], (None, None, None))
         advice = (f"put HSA_OVERRIDE_GFX_VERSION={value} before each command (an {family} "
                   f"card: ROCm then runs {runs_as}'s code on it), or " if runs_as in built_for
-                  else "") + f"install a ROCm build of torch that lists {archs[index]} ({SELECTOR})"
+                  else "") + f"install a ROCm build of torch that lists {arch} ({SELECTOR})"
     else:
-        advice = install_advice(capability_of(archs[index]))
+        advice = install_advice(capability(index))
     failure = ("GPU operation would fail with 'HIP error: invalid device function'" if hip else
                "CUDA operation would fail with 'no kernel image is available'")
-    return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {archs[index]}, which torch "
+    return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {arch}, which torch "
             f"{torch.__version__} was not built for ({' '.join(built_for)}): its first "
             f"{failure}; {advice}; or use --device cpu")
 
 
-def architecture(index: int) -> str:
-    """GPU ``index`` as builds list GPUs: sm_XY (CUDA), or gfxNNNN (ROCm's gcnArchName, without
-    its features: "gfx90a:sramecc+:xnack-")."""
-    if torch.version.hip:
-        return getattr(torch.cuda.get_device_properties(index), "gcnArchName", "").split(":")[0]
-    major, minor = torch.cuda.get_device_capability(index)
-    return f"sm_{major}{minor}"
+def capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)  # (12, 0): sm_120
 
 
-def capability_of(arch: str) -> tuple[int, int]:
-    return int(arch[3:-1]), int(arch[-1])  # sm_120: (12, 0)
+def gfx(index: int) -> str:
+    """An AMD GPU as ROCm's builds list it: gcnArchName less its features (gfx90a:sramecc+)."""
+    return getattr(torch.cuda.get_device_properties(index), "gcnArchName", "").split(":")[0]
 
 
 # What ROCm runs an AMD GPU it has no code for as (HSA_OVERRIDE_GFX_VERSION), by family: an
@@ -232,10 +217,9 @@ def runs_on(capability: tuple[int, int], built_for: list[str]) -> bool:
 
 
 def install_advice(capability: tuple[int, int] | None) -> str:
-    """pip's command for this release built for the oldest CUDA that runs on the GPU (it needs
-    the oldest driver), from torch's own list of its builds (PYTORCH_RELEASES_CODE_CC, about
-    2.11 on: {cuda: {host: codes}}, {cuda: codes} in 2.11 and 2.12). From 2.15 no build runs
-    on a GPU before sm_75 (Pascal, Volta: 2.14's cu126 was the last), whatever the list says."""
+    """pip's command for this release built for the oldest CUDA that runs on the GPU (the
+    oldest driver), from torch's list of its builds (PYTORCH_RELEASES_CODE_CC: {cuda: {host:
+    codes}}, {cuda: codes} in 2.11 and 2.12). From 2.15 none runs before sm_75 (2.14's cu126)."""
     release = torch.__version__.split("+")[0]
     if capability is not None and capability < (7, 5) and \
             tuple(map(int, release.split(".")[:2])) >= (2, 15):
@@ -262,8 +246,7 @@ def install_advice(capability: tuple[int, int] | None) -> str:
 
 
 def gpu_shortage(processes_here: int) -> str | None:
-    """Why this machine's processes cannot have a CUDA GPU each, or None (torch's answer; the
-    driver's, nvidia-smi, is gpu_unused's)."""
+    """Why this machine's processes cannot have a CUDA GPU each, or None (torch's answer)."""
     if platform.system() == "Windows":  # no NCCL; gloo crashes on CUDA tensors from 2.8
         return ("on Windows the processes meet through gloo, which cannot carry CUDA tensors "
                 "(pytorch/pytorch#186535); use --device cpu (or auto), or WSL2")
@@ -277,8 +260,7 @@ def gpu_shortage(processes_here: int) -> str | None:
 
 
 def gpu_of_its_own(kind: str) -> bool:
-    """a08 --device (auto, cpu, cuda): whether each process on this machine trains on a CUDA
-    GPU of its own (flags.a08 said why not, once)."""
+    """a08 --device: whether each process here trains on a CUDA GPU of its own (flags.a08)."""
     return kind != "cpu" and gpu_shortage(int(os.environ.get("LOCAL_WORLD_SIZE", 1))) is None
 
 
@@ -288,8 +270,7 @@ def device_to_show(device: torch.device | None) -> torch.device:
 
 
 def show_device(given: torch.device | None) -> torch.device:
-    """Section 9.1's device (--device's, else the accelerator), named; on the CPU, why, and
-    what a GPU would print."""
+    """Section 9.1's device (device_to_show), named; on the CPU, why, and what a GPU prints."""
     device = device_to_show(given)
     if device.type != "cpu":
         print(f"Training device: {device}")

@@ -15,7 +15,7 @@ from torch.nn import Transformer
 from torch.utils.data import DataLoader, TensorDataset
 
 from common import NeuralNetwork, compute_accuracy, measure, toy_loaders
-from common.devices import architecture
+from common.devices import gfx
 from common.runner import heading
 
 
@@ -286,13 +286,13 @@ def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype,
                 + ([("float16", torch.float16, False)] if device.type != "cpu" else []),
                 "TF32 and float16 tensor cores: CUDA GPUs only (not here).")
     if torch.version.hip:
-        gfx = architecture(device.index or 0)
-        if not gfx.startswith(MATRIX_CORES):
-            return [], (f"TF32, bfloat16 and float16: no matrix cores on {gfx} (rocWMMA's GPUs: "
+        arch = gfx(device.index or 0)
+        if not arch.startswith(MATRIX_CORES):
+            return [], (f"TF32, bfloat16 and float16: no matrix cores on {arch} (rocWMMA's GPUs: "
                         f"CDNA from gfx908, RDNA3, RDNA4), so not offered.")
         halves = [("bfloat16", torch.bfloat16, False), ("float16", torch.float16, False)]
-        return ([("TF32", torch.float32, True), *halves], "") if gfx.startswith(XF32) else \
-            (halves, f"TF32: AMD's GPUs compute it (as XF32) from gfx942 on (this GPU: {gfx}), "
+        return ([("TF32", torch.float32, True), *halves], "") if arch.startswith(XF32) else \
+            (halves, f"TF32: AMD's GPUs compute it (as XF32) from gfx942 on (this GPU: {arch}), "
                      f"so not offered.")
     capability = torch.cuda.get_device_capability(device)
     if capability >= AMPERE:
