@@ -9,6 +9,7 @@ import torch
 from conftest import (
     TUTORIAL_LOSS_LINES,
     a08_command,
+    a08_with_epochs,
     clean_env,
     loss_lines,
     run,
@@ -37,6 +38,20 @@ def test_a07_sections_9_1_and_9_2_and_exercise_a4_on_cuda(tmp_path):
                      r"us$", a4, flags=re.M) and "|  CUDA (ms) | speed-up" in a4
     assert re.search(r"^The CUDA (wins from size \d+ on|did not win at any size measured)\.$",
                      a4, flags=re.M)
+    cores = section(result.stdout, "GPU guide: tensor cores and lower precisions (cuda, 4096")
+    offered = ["TF32", "bfloat16", "float16"] if torch.cuda.get_device_capability() >= (8, 0) \
+        else ["float16"]  # NVIDIA's rule; a GPU here is NVIDIA's
+    assert re.findall(r"^ *(\w+): +[\d.]+ ms, +[\d.]+x float32's speed$", cores, re.M) == offered
+
+
+def test_a07_device_cpu_beside_the_gpus_runs_nothing_on_them(tmp_path):
+    result = run_script("a07_gpu_single.py", "--device", "cpu", "--benchmark", "--sizes", "64",
+                        cwd=tmp_path, env=REAL_DEVICES)
+    assert result.returncode == 0, result.stderr
+    assert "Training device: cpu (--device cpu).\n" in result.stdout
+    assert "--device cpu: the CPU alone, so there is no second column" in result.stdout
+    assert "GPU guide: tensor cores and lower precisions (cpu, 64 x 64)" in result.stdout
+    assert loss_lines(section(result.stdout, "9.2 Single-GPU training")) == TUTORIAL_LOSS_LINES
 
 
 def ddp_lines_ok(result, nproc: int) -> None:
@@ -55,6 +70,30 @@ def test_a08_nccl_on_every_gpu(launch, tmp_path):
                "launch": [*a08_command(nproc=GPUS)[:1], "-m", "torch.distributed.launch",
                           *a08_command(nproc=GPUS)[3:]]}[launch]
     ddp_lines_ok(run(command, tmp_path, REAL_DEVICES, timeout=300), GPUS)
+
+
+def test_a08_snapshot_saved_and_resumed_under_nccl(tmp_path):
+    """One epoch saved by every GPU's process, then the text's three: two more, resumed."""
+    snapshot = str(tmp_path / "s.pt")
+    first = run(a08_command("--spawn", str(GPUS), "--snapshot", snapshot,
+                            script=a08_with_epochs(tmp_path, 1)), tmp_path, REAL_DEVICES, 300)
+    ddp_lines_ok(first, GPUS)
+    resumed = run(a08_command("--spawn", str(GPUS), "--snapshot", snapshot), tmp_path,
+                  REAL_DEVICES, timeout=300)
+    ddp_lines_ok(resumed, GPUS)
+    assert "Resuming from epoch 1" in resumed.stdout
+    assert sorted(set(re.findall(r"^\[GPU0\] Epoch: (\d+)/003", resumed.stdout, re.M))) == \
+        ["002", "003"]
+
+
+def test_a08_more_processes_than_gpus_fall_back_to_gloo(tmp_path):
+    result = run_script("a08_ddp_torchrun.py", "--spawn", str(GPUS + 1), cwd=tmp_path,
+                        env=REAL_DEVICES, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith(f"Note: training on the CPU: {GPUS + 1} processes on this "
+                                    f"machine but only {GPUS} GPU(s)")
+    assert f"Parameters identical in all {GPUS + 1} processes: True" in result.stdout
+    assert "[CPU0] Test accuracy 1.0" in result.stdout
 
 
 def test_a08_more_processes_than_gpus_is_refused(tmp_path):
