@@ -127,6 +127,7 @@ ROWS = {  # a row: the machine, and in words beside it what a01 tells that learn
     # a container started without --gpus (or without NVIDIA's Container Toolkit)
     "Docker without --gpus": (Machine(build="cu126", container=True),
                               Says([DOCKER], a08_note=DOCKER)),
+    "Docker, a CPU build": (Machine(container=True), Says([])),  # chosen for the CPU: silent
     "CUDA that cannot start": (Machine(build="cu126", gpus=(RTX_3090,), cuda_starts=False),
                                Says([SUSPENDED], a08_note=SUSPENDED)),
     "RTX 3090, cu126": (NVIDIA_LINUX, Says([], a07="cuda", a08="nccl")),
