@@ -216,21 +216,16 @@ def test_every_note_is_true_on_the_learners_machine(row, monkeypatch, tmp_path, 
     assert "tensor cores and lower precisions (cpu, 64 x 64)" in out
     assert set(notes(out)) <= set(says.a01)
 
-    if says.a08 == "nccl":  # a08 chose NCCL, for a GPU of its own (here none could start it)
-        chosen = []
+    chosen = []  # a08 up to its process group: the backend, for a GPU of its own or the CPU
 
-        def init_process_group(backend, **kwargs):
-            chosen.append(backend)
-            raise SystemExit(3)
-        monkeypatch.setattr(torch.distributed, "init_process_group", init_process_group)
-        code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
-        assert (code, chosen, notes(out)) == (3, ["nccl"], []), err
-        return
+    def init_process_group(backend, **kwargs):
+        chosen.append(backend)
+        raise SystemExit(3)  # its training is every machine's: test_a08.py
+    monkeypatch.setattr(torch.distributed, "init_process_group", init_process_group)
     code, out, err = run_main("a08_ddp_torchrun.py", [], capsys)
-    assert code == 0, err
+    assert (code, chosen) == (3, ["nccl" if says.a08 == "nccl" else "gloo"]), err
     assert notes(out) == ([f"training on the CPU: {says.a08_note}"] if says.a08_note else [])
-    assert "[CPU0] Test accuracy 1.0" in out
-    if torch.cuda.device_count():
+    if torch.cuda.device_count() and says.a08 == "cpu":  # a GPU it cannot use: refused
         code, _, err = run_main("a08_ddp_torchrun.py", ["--device", "cuda"], capsys)
         assert code == 2 and err.splitlines()[-1].endswith(f"--device cuda: {says.a08_note}")
 

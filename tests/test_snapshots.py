@@ -139,7 +139,8 @@ def test_a_snapshot_the_edited_script_no_longer_fits_is_one_line(one_process, ca
         assert (result.cwd / "s.pt").read_bytes() == snapshot
 
 
-@pytest.mark.parametrize("edit", ["adam", "three classes", "compiled"])
+@pytest.mark.parametrize("edit", ["adam", "three classes", pytest.param(
+    "compiled", marks=pytest.mark.stress)])  # torch.compile's import: a second, in stress
 def test_a_snapshot_an_edit_of_a08s_lines_no_longer_fits_is_one_line(edit, one_process, capsys,
                                                                      tmp_path_factory):
     """The same refusal, here (the edit is a08's own line): the optimizer, the model's shape."""
