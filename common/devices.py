@@ -149,13 +149,13 @@ def gpu_missing_from_build(indices: Iterable[int] | None = None) -> str | None:
     build has no code for (an RTX 50xx under cu126, an AMD GPU a ROCm build does not list);
     beside GPUs it has, the variable that hides it. HSA_OVERRIDE_GFX_VERSION set: none."""
     hip = bool(torch.version.hip)
-    if not torch.cuda.is_available() or not (hip or torch.version.cuda) or \
-            (hip and "HSA_OVERRIDE_GFX_VERSION" in os.environ):
+    built_for = [arch.split(":")[0] for arch in torch.cuda.get_arch_list()] \
+        if torch.cuda.is_available() and (hip or torch.version.cuda) else []
+    if not built_for or (hip and "HSA_OVERRIDE_GFX_VERSION" in os.environ):
         return None
-    built_for = [arch.split(":")[0] for arch in torch.cuda.get_arch_list()]
     gpus = range(torch.cuda.device_count())
-    missing = [i for i in gpus if built_for and (gfx(i) not in ("", *built_for) if hip else
-                                                 not runs_on(capability(i), built_for))]
+    missing = [i for i in gpus if (gfx(i) not in ("", *built_for) if hip else
+                                   not runs_on(capability(i), built_for))]
     if not (mine := [i for i in (gpus if indices is None else indices) if i in missing]):
         return None
     index, usable = mine[0], [i for i in gpus if i not in missing]

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from common import NeuralNetwork, compute_accuracy, measure, toy_loaders
 from common.devices import gfx
+from common.gpu_howto import elsewhere
 from common.runner import heading
 
 
@@ -137,9 +138,8 @@ def mixed_precision(device: torch.device) -> None:
         print(f"{name:>8}: losses {', '.join(f'{loss:.2f}' for loss in losses)}; "
               f"training accuracy {accuracy}")
     if device.type != "cuda":  # the GPU's absence, or the learner's --device
-        where = f"this run is on {device.type}" if torch.cuda.is_available() else "no CUDA GPU here"
         print(f" float16: needs CUDA, with torch.amp.GradScaler, which scales the loss so "
-              f"that small float16 gradients do not vanish ({where})")
+              f"that small float16 gradients do not vanish {elsewhere(device)}")
     print("torch.cuda.amp, which the guide names, is deprecated: use torch.autocast(device_type,"
           " dtype)\nand torch.amp.GradScaler('cuda') (float16 only; bfloat16 needs no scaler).")
 

@@ -56,7 +56,7 @@ def device_basics(device: torch.device) -> None:
     # EXTRA: get_device(), which the how-to describes in words: -1 on the CPU, else the index
     print("y.get_device():", y.get_device(), "(-1: the CPU)" if y.device.type == "cpu" else "")
     x = torch.tensor([8, 9, 10])
-    if cuda:  # EXTRA: only where there is a GPU 0
+    if cuda:  # EXTRA: only on a07's CUDA device
         x = x.to("cuda:0")  # EXTRA: the garbled move to a GPU by its index, written out
         print('x.to("cuda:0"):', x)
     tensor = torch.rand((100, 30))

@@ -102,8 +102,6 @@ class Says(NamedTuple):
     a07_notes: list | None = None
 
 
-MAC = Machine(system="Darwin", machine="arm64", mps=True)
-NVIDIA_LINUX = Machine(build="cu126", gpus=(RTX_3090,))
 ROWS = {  # a row: the machine, and in words beside it what a01 tells that learner
     # PyPI's CPU build on a laptop without a GPU: nothing to say
     "Linux laptop": (Machine(), Says([])),
@@ -130,7 +128,8 @@ ROWS = {  # a row: the machine, and in words beside it what a01 tells that learn
     "Docker, a CPU build": (Machine(container=True), Says([])),  # chosen for the CPU: silent
     "CUDA that cannot start": (Machine(build="cu126", gpus=(RTX_3090,), cuda_starts=False),
                                Says([SUSPENDED], a08_note=SUSPENDED)),
-    "RTX 3090, cu126": (NVIDIA_LINUX, Says([], a07="cuda", a08="nccl")),
+    "RTX 3090, cu126": (Machine(build="cu126", gpus=(RTX_3090,)),
+                        Says([], a07="cuda", a08="nccl")),
     "RTX 3090, a build for sm_80": (Machine(build="sm80", gpus=(RTX_3090,)),
                                     Says([], a07="cuda", a08="nccl")),
     "RTX 5090, a build with PTX": (Machine(build="ptx90", gpus=(RTX_5090,)),
@@ -159,7 +158,8 @@ ROWS = {  # a row: the machine, and in words beside it what a01 tells that learn
     "MI210 (gcnArchName with features)": (
         Machine(build="rocm6.4", gpus=(("AMD Instinct MI210", "gfx90a:sramecc+:xnack-"),)),
         Says([], a07="cuda", a08="nccl")),
-    "Apple-silicon Mac": (MAC, Says([], a07="mps", a07_notes=[MPS_DIGITS])),
+    "Apple-silicon Mac": (Machine(system="Darwin", machine="arm64", mps=True),
+                          Says([], a07="mps", a07_notes=[MPS_DIGITS])),
     "Mac on macOS 13": (Machine(system="Darwin", machine="arm64", macos="13.6.1"),
                         Says([MACOS_13])),
     "Mac in a VM (no Metal device)": (Machine(system="Darwin", machine="arm64"),
