@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import random
 import runpy
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,10 +56,17 @@ TUTORIAL_LOSS_LINES = [
 
 
 def free_port() -> int:
-    """torch's own free port (imported here, not above: xdist's controller, which runs no test,
-    then starts its workers without waiting for an import of torch)."""
-    from torch.distributed.elastic.utils.distributed import get_free_port
-    return get_free_port()
+    """A port free now, below every OS's ephemeral range (Linux's starts at 32768, macOS's and
+    Windows' at 49152): an ephemeral port, free when chosen, can be taken by another run's
+    outgoing connection before torchrun binds it (EADDRINUSE, seen with runs started together)."""
+    while True:
+        port = random.SystemRandom().randrange(20000, 32768)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("", port))
+            except OSError:
+                continue
+        return port
 
 
 def loss_lines(out: str) -> list[str]:
