@@ -72,15 +72,17 @@ def store_for_torchrun_restarts(timeout: float) -> dist.Store | None:
 
 def spawn(main: Callable[..., None], nprocs: int, *args: object, **kwargs: object) -> None:
     """--spawn N: ``main(rank, N, *args, **kwargs)`` in N processes, as the book's
-    DDP-script.py starts them, meeting at a free port without libuv (Windows' torch lacks it),
-    each seeded as this one is (new Pythons: they skip ``__main__``). A worker that fails has
-    said why in one line; one that raised (an error in a line the learner edited): its
-    traceback, once, not inside this process's own."""
+    DDP-script.py starts them, meeting at MASTER_PORT where it is set (as the text keeps it),
+    else at a free port, without libuv (Windows' torch lacks it), each seeded as this one is
+    (new Pythons: they skip ``__main__``). A worker that fails has said why in one line; one
+    that raised (an error in a line the learner edited): its traceback, once, not inside this
+    process's own."""
     import torch.multiprocessing as mp
     from torch.distributed.elastic.utils.distributed import get_free_port
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as run() does for a script
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(get_free_port()), USE_LIBUV="0")
+    port = os.environ.get("MASTER_PORT") or str(get_free_port())
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, USE_LIBUV="0")
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # ours says it
     try:
         mp.spawn(_worker, args=(nprocs, torch.initial_seed(), main, args, kwargs),

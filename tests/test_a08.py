@@ -275,10 +275,12 @@ def test_a_lost_peer_ends_a08_in_one_line_in_either_oss_words(system, monkeypatc
     assert (code, err) == (1, LOST_PEER.format(0) + "\n")
 
 
-def test_spawn_shows_a_workers_traceback_once(monkeypatch, capsys):
-    """A worker's error in a line the learner edited: torch's spawn hands its traceback to the
-    parent inside a ProcessRaisedException, whose own traceback would come around it. The real
-    runs: the stress test below."""
+def test_spawn_meets_at_a_port_set_and_shows_a_workers_traceback_once(monkeypatch, capsys):
+    """MASTER_PORT, where set, is where the workers meet, as the text's ddp_setup keeps it (and
+    the tests' runs started together, each at a port of its own). A worker's error in a line the
+    learner edited: torch's spawn hands its traceback to the parent inside a
+    ProcessRaisedException, whose own traceback would come around it. The real runs: the stress
+    test below."""
     import signal
 
     import torch.multiprocessing as mp
@@ -286,12 +288,13 @@ def test_spawn_shows_a_workers_traceback_once(monkeypatch, capsys):
              'main\nRuntimeError: mat1 and mat2 shapes cannot be multiplied (2x2 and 3x30)\n')
 
     def spawn(*args, **kwargs):
+        assert os.environ["MASTER_PORT"] == "23456"
         raise mp.ProcessRaisedException(
             f"\n\n-- Process 1 terminated with the following error:\n{trace}", 1, 4321)
     monkeypatch.setattr(mp, "spawn", spawn)
     monkeypatch.setattr(signal, "signal", lambda *args: None)  # this process keeps its own
-    for name in ("MASTER_ADDR", "MASTER_PORT", "USE_LIBUV"):
-        monkeypatch.setenv(name, "")  # what spawn sets, undone after
+    for name, value in {"MASTER_ADDR": "", "MASTER_PORT": "23456", "USE_LIBUV": ""}.items():
+        monkeypatch.setenv(name, value)  # what spawn sets, undone after
     with pytest.raises(SystemExit) as ended:
         processes.spawn(a08.main, 2, 3)
     err = capsys.readouterr().err
