@@ -147,8 +147,7 @@ def a08(doc: str) -> argparse.Namespace:
         parser.error("argument --spawn: torchrun started the processes already; use one or "
                      "the other")
     try:
-        launch = processes.Launch(0, 0, args.spawn, args.spawn) if args.spawn else \
-            processes.read_launch()
+        launch = processes.read_launch(spawn=args.spawn)
     except runner.UserError as err:
         runner.fail(str(err))
     if args.snapshot and launch.rank == 0 and \

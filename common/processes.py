@@ -27,10 +27,13 @@ Launch = namedtuple("Launch", "rank local_rank world_size local_world_size",
                     defaults=(0, 0, 1, 1))
 
 
-def read_launch(env=os.environ) -> Launch:
-    """torchrun's variables (or --spawn's), each checked: one line naming what to set."""
-    if "RANK" not in env and "WORLD_SIZE" not in env:
-        return Launch()  # one plain process
+def read_launch(env=os.environ, spawn: int | None = None) -> Launch:
+    """torchrun's variables (or --spawn N's processes), each checked: one line naming what to
+    set. MASTER_PORT, where set, is where processes meet under any launch: checked too."""
+    if spawn or ("RANK" not in env and "WORLD_SIZE" not in env):  # or one plain process
+        if "MASTER_PORT" in env:
+            _variable(env, "MASTER_PORT", 1, 65535, fix="unset it")
+        return Launch(0, 0, spawn, spawn) if spawn else Launch()
     world = _variable(env, "WORLD_SIZE", 1, 10**6)
     rank = _variable(env, "RANK", 0, world - 1)
     local_world = _variable(env, "LOCAL_WORLD_SIZE", 1, world, world)
@@ -44,14 +47,14 @@ def read_launch(env=os.environ) -> Launch:
     return Launch(rank, local_rank, world, local_world)
 
 
-def _variable(env, name: str, low: int, high: int, default: int | None = None) -> int:
+def _variable(env, name: str, low: int, high: int, default: int | None = None,
+              fix: str = "start a08 with torchrun, which sets it") -> int:
     text = env.get(name)
     if text is None and default is not None:
         return default
     if text is None or not text.strip().isdigit() or not low <= int(text) <= high:
         raise UserError(f"{name + ' is not set' if text is None else f'{name}={text!r}'}"
-                        f": set it to a whole number from {low} to {high}, or start a08 with "
-                        f"torchrun, which sets it")
+                        f": set it to a whole number from {low} to {high}, or {fix}")
     return int(text)
 
 

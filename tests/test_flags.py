@@ -102,6 +102,15 @@ def test_a_bad_launch_variable_is_one_line_before_any_process_waits(change, mess
     assert "or start a08 with torchrun" in err
 
 
+@pytest.mark.parametrize("argv", [[], ["--spawn", "2"]])
+def test_a_bad_master_port_outside_torchrun_is_one_line(argv, monkeypatch, capsys):
+    """One plain process, or --spawn's, meets at a MASTER_PORT the learner set (the text keeps
+    it): torch's ValueError inside every process had been its traceback."""
+    monkeypatch.setenv("MASTER_PORT", "29500a")
+    assert run_main("a08_ddp_torchrun.py", argv, capsys) == (1, "", (
+        "error: MASTER_PORT='29500a': set it to a whole number from 1 to 65535, or unset it\n"))
+
+
 def test_spawn_under_torchrun_is_a_usage_error(monkeypatch, capsys):
     for name, value in LAUNCH.items():
         monkeypatch.setenv(name, value)
