@@ -1,5 +1,5 @@
-"""Sections 1.3 and 2 of "PyTorch in One Hour": checking the install (Exercises A.1 and A.2),
-and tensors.
+"""Sections 1.3 and 2 of "PyTorch in One Hour": checking the install (Exercise A.1; Exercise
+A.2's check is the book's own script, named below), and tensors.
 
 Run: python a01_tensors.py
 """
@@ -17,7 +17,7 @@ def section_1_3_environment() -> None:
     # https://github.com/rasbt/LLMs-from-scratch/blob/main/setup/02_installing-python-libraries/python_environment_check.py).
     # EXTRA: our check names Python and NumPy too, since a wrong interpreter or environment is
     # the usual mistake.
-    runner.heading("1.3 Installing PyTorch: what this machine has (Exercises A.1 and A.2)")
+    runner.heading("1.3 Installing PyTorch: what this machine has (Exercise A.1)")
     print("Python:", platform.python_version())
     print("numpy.__version__:", np.__version__)
     print("torch.__version__:", torch.__version__)

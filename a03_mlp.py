@@ -59,5 +59,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    flags.Parser(__doc__).parse_args()  # --help
+    flags.Parser(__doc__).parse_args()  # EXTRA: --help
     runner.run(main)

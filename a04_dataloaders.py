@@ -47,7 +47,7 @@ def section_6() -> ToyDataset:
         num_workers=0
     )
 
-    test_ds = ToyDataset(X_test, y_test)
+    test_ds = ToyDataset(X_test, y_test)  # the blog repeats it here (the book's A.7 does not)
 
     test_loader = DataLoader(
         dataset=test_ds,
@@ -76,7 +76,7 @@ def section_6() -> ToyDataset:
     # EXTRA: the test loader's one batch, which the text builds but does not print
     for idx, (x, y) in enumerate(test_loader):
         print(f"Batch {idx+1}:", x, y)
-    return train_ds
+    return train_ds  # EXTRA: for section_6_num_workers, below
 
 
 def section_6_num_workers(train_ds: ToyDataset) -> None:
@@ -104,5 +104,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    flags.Parser(__doc__).parse_args()  # --help
+    flags.Parser(__doc__).parse_args()  # EXTRA: --help
     runner.run(main)

@@ -87,25 +87,18 @@ def main(load=None):
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     train_as_in_section_7(model, train_loader, optimizer, num_epochs=3)
+    trained = predict(model)  # EXTRA: the trained model's logits, to compare the restored one with
 
     runner.heading("8 Saving and loading models")
-    # EXTRA: never weights that diverged (nan) over a saved model: one line instead
-    checkpoints.require_finite(model.state_dict(), "model.pth")
-    # EXTRA: the text's save, below, writes in a folder of its own; model.pth is replaced once
-    # the new file is whole, so a save cut short leaves the previous one
-    with checkpoints.saved_whole("model.pth", flags.A06_FOLDER):
-        torch.save(model.state_dict(), "model.pth")
-    print("Saved model.state_dict() to model.pth")  # EXTRA: says where
+    checkpoints.require_finite(model.state_dict(), "model.pth")  # EXTRA: never a diverged model
+    torch.save(model.state_dict(), "model.pth")
 
-    trained = model  # EXTRA: kept, to compare the restored model with
-    model = NeuralNetwork(2, 2)  # needs to match the saved model's architecture exactly
-    with checkpoints.explain_load_errors("model.pth"):  # EXTRA: an unusable file is one line
-        # weights_only=True: load tensors only, never code (the default since torch 2.6)
-        print(model.load_state_dict(torch.load("model.pth", weights_only=True)))
+    model = NeuralNetwork(2, 2)
+    print(model.load_state_dict(torch.load("model.pth", weights_only=True)))
 
-    # EXTRA: show that the restored model is the trained one
-    same = torch.equal(predict(trained), predict(model))
-    print("Restored model gives the trained model's logits exactly:", same)
+    # EXTRA: show that the restored model, read from model.pth, is the trained one
+    same = torch.equal(trained, predict(model))
+    print("The model restored from model.pth gives the trained model's logits exactly:", same)
     report(model)
 
 

@@ -1,61 +1,56 @@
 """Section 9.3 of "PyTorch in One Hour": training with multiple GPUs (DistributedDataParallel).
 
-Section 9.2's loop with 9.3's changes (NEW): a process group, DistributedSampler, DDP. GPUs or CPUs.
+Section 9.2's loop with 9.3's changes: a process group, a DistributedSampler, DDP. A line
+marked NEW is the text's, as it writes it; a line marked EXTRA is ours, and where it stands in
+the text's place it says which line. Ours let the same script run on CPUs, Macs and several
+machines, and carry our options (--snapshot, --timeout, --device, --spawn); what each does, and
+why, is said in the module it calls (common/processes.py, checkpoints.py, devices.py).
 
 Run: torchrun --nproc_per_node=2 a08_ddp_torchrun.py   (or python a08_ddp_torchrun.py --spawn 2)
 """
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader  # EXTRA: not Dataset: ToyDataset comes from common
 
 # the new imports, in the text's order
-import os  # NEW: to read torchrun's variables
+import os  # NEW: torchrun's variables
 import platform  # NEW: to tell Windows apart
 from torch.utils.data.distributed import DistributedSampler  # NEW: splits the data
 from torch.nn.parallel import DistributedDataParallel as DDP  # NEW: the model's wrapper
 from torch.distributed import init_process_group, destroy_process_group  # NEW: the group
 
-from datetime import timedelta  # EXTRA: how long a process waits for the others
+from datetime import timedelta  # EXTRA: for --timeout
 
-from common import (
-    NeuralNetwork,
-    ToyDataset,
-    checkpoints,
-    compute_accuracy,
-    devices,
-    flags,
-    processes,
-    runner,
-)
+from common import NeuralNetwork, ToyDataset, compute_accuracy  # EXTRA: sections 5 to 7's
+from common import checkpoints, devices, flags, processes, runner  # EXTRA: our machinery
 
 
-# NEW: every process joins one process group, through which the processes communicate
-def ddp_setup(rank, world_size, timeout=120, device="auto"):  # EXTRA: our settings' defaults
+# function to initialize a distributed process group (1 process / GPU)
+# this allows communication among processes
+def ddp_setup(rank, world_size, timeout=120, device="auto"):  # EXTRA: our options, defaulted
     """
-    rank: this process's number, from 0
-    world_size: how many processes there are in all
+    Arguments:
+        rank: a unique process ID
+        world_size: total number of processes in the group
     """
-    # where process 0 listens (torchrun sets both; one process here needs them too)
+    # Only set MASTER_ADDR and MASTER_PORT if not already defined by torchrun
     if "MASTER_ADDR" not in os.environ:
         os.environ["MASTER_ADDR"] = "localhost"
     if "MASTER_PORT" not in os.environ:
         os.environ["MASTER_PORT"] = "12345"
 
+    # initialize process group
     if platform.system() == "Windows":
-        os.environ["USE_LIBUV"] = "0"  # torch for Windows is built without libuv
-    # EXTRA: NCCL where each process has a GPU of its own, as on the text's GPU machines; gloo
-    # elsewhere, where NCCL cannot run (a laptop, a Mac, Windows, more processes than GPUs)
-    backend = "nccl" if devices.gpu_of_its_own(device) else "gloo"
-    # EXTRA: one call with that backend, for the text's two (gloo on Windows, else nccl)
-    init_process_group(backend=backend, rank=rank, world_size=world_size,
-                       timeout=timedelta(seconds=timeout),  # EXTRA: how long to wait for them
-                       # EXTRA: where torchrun restarts a failed process, a store it can use
+        # Disable libuv because PyTorch for Windows isn't built with support
+        os.environ["USE_LIBUV"] = "0"
+    # EXTRA: for the text's two calls: NCCL where each process has a GPU, else gloo; --timeout
+    init_process_group(backend="nccl" if devices.gpu_of_its_own(device) else "gloo",
+                       rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout),
                        store=processes.store_for_torchrun_restarts(timeout))
 
-    if backend == "nccl":  # EXTRA: set_device needs a GPU, which gloo's processes may lack
-        # EXTRA: this machine's GPU is LOCAL_RANK, as rank here is the global RANK (__main__)
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    if torch.distributed.get_backend() == "nccl":  # EXTRA: gloo's processes may have no GPU
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))  # EXTRA: for rank: see main
 
 
 def prepare_dataset():  # NEW: section 6's data and loaders, in a function
@@ -74,15 +69,13 @@ def prepare_dataset():  # NEW: section 6's data and loaders, in a function
     ])
     y_test = torch.tensor([0, 1])
 
-    # The text's remedy for up to 8 GPUs, as five lines to uncomment:
+    # Uncomment these lines to increase the dataset size to run this script on up to 8 GPUs:
     # factor = 4
     # X_train = torch.cat([X_train + torch.randn_like(X_train) * 0.1 for _ in range(factor)])
     # y_train = y_train.repeat(factor)
     # X_test = torch.cat([X_test + torch.randn_like(X_test) * 0.1 for _ in range(factor)])
     # y_test = y_test.repeat(factor)
-    # EXTRA: with 5 or more processes every process gets one example, so none has a batch
-    # (drop_last): there the text stops, its try/except saying the script is for 2 GPUs and
-    # to uncomment the five lines above; a08 adds such noisy copies itself, and says so
+    # EXTRA: for the lines above: with 5 or more processes, a08 adds such copies itself
     X_train, y_train = processes.enough_for_every_process(X_train, y_train, batch_size=2)
 
     train_ds = ToyDataset(X_train, y_train)
@@ -92,11 +85,10 @@ def prepare_dataset():  # NEW: section 6's data and loaders, in a function
         dataset=train_ds,
         batch_size=2,
         shuffle=False,  # NEW: False because of DistributedSampler below
-        # NEW: pinned memory; EXTRA: only for GPUs, as pinning speeds copies to one (CPUs warn)
-        pin_memory=torch.distributed.get_backend() == "nccl",
+        pin_memory=torch.distributed.get_backend() == "nccl",  # EXTRA: for True: CPUs warn
         drop_last=True,
-        # NEW: each process gets its own slice of the examples, no two the same
-        sampler=DistributedSampler(train_ds),
+        # NEW: chunk batches across GPUs without overlapping samples:
+        sampler=DistributedSampler(train_ds)
     )
     test_loader = DataLoader(
         dataset=test_ds,
@@ -106,36 +98,30 @@ def prepare_dataset():  # NEW: section 6's data and loaders, in a function
     return train_loader, test_loader
 
 
-# NEW: everything one process does, from joining the group to leaving it
-# EXTRA: our settings (snapshot=, timeout=, device=) have defaults: the text's call still runs
-def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):
-    # NEW: join the process group; EXTRA: with our settings
-    ddp_setup(rank, world_size, timeout=timeout, device=device)
+# wrapper
+def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):  # EXTRA: ours
+
+    ddp_setup(rank, world_size, timeout=timeout, device=device)  # EXTRA: with our options
 
     train_loader, test_loader = prepare_dataset()  # NEW: the loaders, from prepare_dataset
     model = NeuralNetwork(num_inputs=2, num_outputs=2)
-    # EXTRA: where the lines marked "not rank" move to: ddp_setup's GPU, or the CPU (gloo)
+    # EXTRA: for rank as a device: it names no GPU on a CPU, nor on a second machine (RANK)
     device = torch.device("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
-    kind = "GPU" if device.type == "cuda" else "CPU"  # EXTRA: [CPU0] says where it trains
-    # NEW: .to(rank); EXTRA: not rank, as two of our changes need: with gloo (ddp_setup) a
-    # process may have no GPU, and the global RANK (__main__) names none on a second machine
-    model = model.to(device)
+    kind = "GPU" if device.type == "cuda" else "CPU"  # EXTRA: for [GPU{rank}]: [CPU0] on CPUs
+    model.to(device)  # EXTRA: for model.to(rank): the device above
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    # EXTRA: with --snapshot, the model and optimizer saved there, and the epoch to go on from
-    first_epoch = checkpoints.resume(snapshot, model, optimizer, num_epochs, rank)
-    # NEW: DDP averages the processes' gradients; EXTRA: no device_ids=[rank] (not rank, as
-    # above), which a model on the CPU refuses: DDP finds the model's device itself
-    model = DDP(model)
-    # the model itself is now model.module
+    first_epoch = checkpoints.resume(snapshot, model, optimizer, num_epochs, rank)  # EXTRA: resume
+    model = DDP(model)  # EXTRA: for device_ids=[rank], which a CPU refuses: DDP finds it
+    # the core model is now accessible as model.module
 
-    for epoch in range(first_epoch, num_epochs):  # EXTRA: from the snapshot's epoch, or 0
-        train_loader.sampler.set_epoch(epoch)  # NEW: a different shuffle in every epoch
+    for epoch in range(first_epoch, num_epochs):  # EXTRA: for range(num_epochs): --snapshot's
+        # NEW: Set sampler to ensure each epoch has a different shuffle order
+        train_loader.sampler.set_epoch(epoch)
 
         model.train()
         for features, labels in train_loader:  # NEW: no batch index
 
-            # NEW: .to(rank); EXTRA: not rank (see model.to): the device, as the model's
-            features, labels = features.to(device), labels.to(device)
+            features, labels = features.to(device), labels.to(device)  # EXTRA: for .to(rank)
             logits = model(features)
 
             loss = F.cross_entropy(logits, labels)  # Loss function
@@ -145,65 +131,48 @@ def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"
             optimizer.step()
 
             # LOGGING
-            # NEW: [GPU{rank}] first, the batch's size (not index); EXTRA: {kind}: CPU on CPUs
-            print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"
+            print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"  # EXTRA: for [GPU{rank}]
                   f" | Batchsize {labels.shape[0]:03d}"
                   f" | Train/Val Loss: {loss:.2f}")
 
         model.eval()
-        # Optional model evaluation
-        # EXTRA: with --snapshot, rank 0 saves the model, the optimizer and the epoch
-        checkpoints.save_snapshot(snapshot, model.module, optimizer, epoch + 1, rank)
+        checkpoints.save_snapshot(snapshot, model.module, optimizer, epoch + 1, rank)  # EXTRA: save
 
-    # EXTRA: no try/except ZeroDivisionError here, the text's stop for 5 or more processes:
-    # every process has a batch (prepare_dataset)
-    # NEW: device=rank; EXTRA: not rank (see model.to): the device
-    train_acc = compute_accuracy(model, train_loader, device=device)
-    # NEW: [GPU{rank}] first; EXTRA: {kind} (see the loop's print)
-    print(f"[{kind}{rank}] Training accuracy", train_acc)
-    # NEW: device=rank; EXTRA: not rank (see model.to): the device
-    test_acc = compute_accuracy(model, test_loader, device=device)
-    # NEW: [GPU{rank}] first; EXTRA: {kind} (see the loop's print)
-    print(f"[{kind}{rank}] Test accuracy", test_acc)
+    # EXTRA: for the text's try/except ZeroDivisionError: prepare_dataset gave each a batch
+    train_acc = compute_accuracy(model, train_loader, device=device)  # EXTRA: for device=rank
+    print(f"[{kind}{rank}] Training accuracy", train_acc)  # EXTRA: for [GPU{rank}]
+    test_acc = compute_accuracy(model, test_loader, device=device)  # EXTRA: for device=rank
+    print(f"[{kind}{rank}] Test accuracy", test_acc)  # EXTRA: for [GPU{rank}]
 
-    # EXTRA: rank 0 prints accuracy over all processes, every example counted once
-    processes.report_summary(model, (train_loader, test_loader), device)
+    processes.report_summary(model, (train_loader, test_loader), device)  # EXTRA: rank 0
     del model  # EXTRA: DDP freed before its group goes, else gloo may abort at exit
-    processes.free_before_leaving()  # EXTRA: gloo's threads finish, else a hang or an abort
-    destroy_process_group()  # NEW: leave the process group
+    processes.free_before_leaving()  # EXTRA: gloo's threads finish first
+    destroy_process_group()  # NEW: cleanly exit distributed mode
 
 
 if __name__ == "__main__":
-    # EXTRA: our command-line options (--snapshot, --spawn, ...), checked before any process
-    # waits for another
-    args = flags.a08(__doc__)
-    # NEW: torchrun's variables, where it started this process; else one process
+    args = flags.a08(__doc__)  # EXTRA: our options, checked before any process waits
+    # NEW: torchrun's variables where it set them, else a single process
     if "WORLD_SIZE" in os.environ:
         world_size = int(os.environ["WORLD_SIZE"])
     else:
         world_size = 1
-    # EXTRA: the global RANK, for two machines: the text reads LOCAL_RANK first, the same
-    # number on its one machine, but repeated on every machine
-    if "RANK" in os.environ:
+
+    if "RANK" in os.environ:  # EXTRA: for LOCAL_RANK first: RANK counts every machine's
         rank = int(os.environ["RANK"])
     else:
         rank = 0
 
-    # NEW: print once, not once per process
-    if rank == 0:
+    # Only print on rank 0 to avoid duplicate prints from each GPU process
+    if rank == 0:  # NEW: once, not once per process
         runner.heading("9.3 Training with multiple GPUs")  # EXTRA: a heading to find it by
         print("PyTorch version:", torch.__version__)
         print("CUDA available:", torch.cuda.is_available())
         print("Number of GPUs available:", torch.cuda.device_count())
+        print(processes.LOSSES_NOTE)  # EXTRA: why the losses are not the blog's digits
 
     torch.manual_seed(123)
     num_epochs = 3
-    # EXTRA: our options reach main as keywords; --spawn N starts N processes itself, as the
-    # book's DDP-script.py does
-    settings = dict(snapshot=args.snapshot, timeout=args.timeout, device=args.device)
-    if args.spawn:
-        processes.spawn(main, args.spawn, num_epochs, **settings)
-    else:
-        # EXTRA: the text's main(rank, world_size, num_epochs), with our settings, run so that
-        # an error or Ctrl-C ends in one line
-        runner.run(main, rank, world_size, num_epochs, **settings)
+    # EXTRA: for main(rank, world_size, num_epochs): with our options, or in --spawn's processes
+    processes.launch(main, rank, world_size, num_epochs, spawn=args.spawn,
+                     snapshot=args.snapshot, timeout=args.timeout, device=args.device)

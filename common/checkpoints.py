@@ -1,14 +1,17 @@
-"""Safe checkpoints around the tutorial's two lines of section 8 (a06), and a08's --snapshot:
-``atomic_path`` gives torch.save a temporary file, renamed over the target once whole (a
-rename is atomic: the old file or the new one, never half of one), and ``saved_whole`` does
-so around the text's own save line; ``explain_load_errors``
-turns a file that torch.load or load_state_dict cannot use into one line saying why."""
+"""The files the companion writes itself, and a06's --load: ``atomic_path`` gives torch.save
+a temporary file, renamed over the target once whole (a rename is atomic: the old file or the
+new one, never half of one), for a08's --snapshot (and --plot); ``explain_load_errors`` turns a
+file that torch.load or load_state_dict cannot use into one line saying why. The text's own
+save in a06 is the text's line, as it writes it; only a diverged model (``require_finite``) is
+kept from replacing a saved one."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
-import shutil
+import platform
+import stat
 import tempfile
 import time
 import traceback
@@ -32,6 +35,9 @@ def check_writable(path: str, flag: str) -> str | None:
     if target.exists() and not target.is_file():
         return f"{path} is {'a folder' if target.is_dir() else 'not a regular file'}; " \
                f"choose another {flag}"
+    if platform.system() == "Windows" and target.is_file() and \
+            not target.stat().st_mode & stat.S_IWRITE:  # Windows replaces no read-only file
+        return f"{path} is read-only; make it writable (its Properties), or choose another {flag}"
     try:
         # named as atomic_path's, whose next save removes it where a signal left it
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.",
@@ -51,10 +57,7 @@ def atomic_path(path: str, flag: str) -> Iterator[str]:
         raise UserError(problem)
     target = Path(os.path.realpath(path))
     for leftover in target.parent.glob(f".{target.name}.*.tmp"):
-        if leftover.is_dir():  # saved_whole's folder
-            shutil.rmtree(leftover, ignore_errors=True)
-        else:
-            leftover.unlink(missing_ok=True)
+        leftover.unlink(missing_ok=True)
     handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(handle)
     tmp = Path(tmp)
@@ -79,26 +82,8 @@ def atomic_path(path: str, flag: str) -> Iterator[str]:
         raise UserError(f"{path}: cannot write it ({words(err)}); choose another {flag}, or "
                         f"free some space") from None
     finally:
-        tmp.unlink(missing_ok=True)
-
-
-@contextmanager
-def saved_whole(name: str, flag: str) -> Iterator[None]:
-    """The block runs in a new folder beside ``name``, so that the text's own line
-    ``torch.save(..., name)`` writes there; ``name`` is then replaced by it, whole (atomic_path):
-    a save cut short leaves the previous file."""
-    with atomic_path(name, flag) as tmp:
-        # named as atomic_path's file, whose next save removes what a signal left
-        folder = tempfile.mkdtemp(dir=os.path.dirname(tmp), prefix=f"{Path(tmp).stem}.",
-                                  suffix=".tmp")
-        here = os.getcwd()
-        os.chdir(folder)
-        try:
-            yield
-            os.replace(name, tmp)
-        finally:
-            os.chdir(here)
-            shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):  # Windows: a scanner may hold it a while longer
+            tmp.unlink(missing_ok=True)
 
 
 @contextmanager

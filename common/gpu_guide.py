@@ -308,6 +308,8 @@ def tensor_cores(size: int, device: torch.device) -> None:
     """a07 --benchmark: a size x size product in each fast precision, against float32, on a07's
     device (--device's, else the accelerator, else the CPU)."""
     heading(f"GPU guide: tensor cores and lower precisions ({device.type}, {size} x {size})")
+    print("The GPU guide (the second GPU article this companion runs, a third party's; README: "
+          "The GPU\narticles) names tensor cores from Volta on and mixed precision: timed here.")
     base = measure.time_matmul((size,) * 3, device)
     print(f"{'float32':>9}: {base * 1e3:9.3f} ms")
     fast, lacking = lower_precisions(device)

@@ -49,10 +49,11 @@ def device_basics(device: torch.device) -> None:
     print("device:", device)  # EXTRA: a07's device, where the how-to picks CUDA or the CPU
     x = torch.tensor([1, 2, 3])
     print("Device: ", x.device)
+    x = torch.tensor([1, 2, 3])
     x = x.to(device)  # EXTRA: the garbled move, written out
-    print("x.to(device):", x)  # EXTRA: the moved tensor, shown
+    print("Device: ", x.device)  # EXTRA: the print after the move, as the how-to's others
     y = torch.tensor([4, 5, 6], device=device)
-    print("y.device:", y.device)
+    print("Device: ", y.device)
     # EXTRA: get_device(), which the how-to describes in words: -1 on the CPU, else the index
     print("y.get_device():", y.get_device(), "(-1: the CPU)" if y.device.type == "cpu" else "")
     x = torch.tensor([8, 9, 10])

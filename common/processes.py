@@ -27,6 +27,12 @@ Launch = namedtuple("Launch", "rank local_rank world_size local_world_size",
                     defaults=(0, 0, 1, 1))
 
 
+# a08's one note on its losses, where the learner compares them with the blog's
+LOSSES_NOTE = ("(The blog printed 0.62, 0.32, 0.11, ... in one process, with torch 2.0.1; "
+               "today's torch\nprints 0.66, 0.33, 0.10, ... on CPUs and GPUs alike: the loss "
+               "falls and the accuracy\nis 1.0 all the same.)")
+
+
 def read_launch(env=os.environ, spawn: int | None = None) -> Launch:
     """torchrun's variables (or --spawn N's processes), each checked: one line naming what to
     set. MASTER_PORT, where set, is where processes meet under any launch: checked too."""
@@ -73,7 +79,18 @@ def store_for_torchrun_restarts(timeout: float) -> dist.Store | None:
     return dist.PrefixStore(f"a08/attempt{starts}", agent)
 
 
-def spawn(main: Callable[..., None], nprocs: int, *args: object, **kwargs: object) -> None:
+def launch(main: Callable[..., None], rank: int, world_size: int, *args: object,
+           spawn: int | None = None, **kwargs: object) -> None:
+    """a08's ``main(rank, world_size, *args, **kwargs)``: in this process, run so that an error
+    is one line (``runner.run``), or with --spawn N in N new processes (``start_processes``)."""
+    if spawn:
+        start_processes(main, spawn, *args, **kwargs)
+    else:
+        run(main, rank, world_size, *args, **kwargs)
+
+
+def start_processes(main: Callable[..., None], nprocs: int, *args: object,
+                    **kwargs: object) -> None:
     """--spawn N: ``main(rank, N, *args, **kwargs)`` in N processes, as the book's
     DDP-script.py starts them, meeting at MASTER_PORT where it is set (as the text keeps it),
     else at a free port, without libuv (Windows' torch lacks it), each seeded as this one is

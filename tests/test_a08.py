@@ -44,7 +44,8 @@ def parse(stdout: str) -> dict:
         if m := LOSS.match(line):
             losses.setdefault(int(m[1]), []).append((int(m[2]), float(m[3])))
         else:
-            assert ACCURACY.match(line) or SUMMARY.match(line) or HEADER.match(line), line
+            assert ACCURACY.match(line) or SUMMARY.match(line) or HEADER.match(line) or \
+                line in processes.LOSSES_NOTE.splitlines(), line
     return losses
 
 
@@ -216,6 +217,7 @@ def test_a08_process_group_backend(system, gpus, device, local, backend, gpu, li
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
     monkeypatch.setattr(a08, "init_process_group", lambda **kwargs: calls.append(kwargs))
     monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda: calls[-1]["backend"])
     for name, value in {"USE_LIBUV": "1", "RANK": "3", "LOCAL_RANK": local,
                         "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "4"}.items():
         monkeypatch.setenv(name, value)
@@ -296,7 +298,7 @@ def test_spawn_meets_at_a_port_set_and_shows_a_workers_traceback_once(monkeypatc
     for name, value in {"MASTER_ADDR": "", "MASTER_PORT": "23456", "USE_LIBUV": ""}.items():
         monkeypatch.setenv(name, value)  # what spawn sets, undone after
     with pytest.raises(SystemExit) as ended:
-        processes.spawn(a08.main, 2, 3)
+        processes.start_processes(a08.main, 2, 3)
     err = capsys.readouterr().err
     assert ended.value.code == 1 and err.count("Traceback") == 1 and err.endswith(trace), err
 

@@ -1,5 +1,7 @@
-"""Saving never damages what is there; a file that cannot be loaded is one line (a06 --load)."""
+"""Saving (--snapshot) never damages what is there; a file that cannot be loaded is one line
+(a06 --load)."""
 
+import contextlib
 import io
 import os
 import signal
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import NeuralNetwork, checkpoints, flags, runner
+from common import NeuralNetwork, checkpoints, runner
 from conftest import ROOT, WINDOWS, CodeRunningPickle, copy_of, links, posix_signals, run_main
 
 
@@ -119,24 +121,18 @@ def test_an_error_in_a_line_the_learner_edited_keeps_its_traceback(files):
         runner.run(edited["main"], str(folder / "good.pth"))  # --load
 
 
-def killed_mid_save(save: str, target: Path) -> int:
-    """``save`` (--snapshot's atomic_path, or a06's saved_whole around the text's line) writing
-    half of ``target``'s new file, then SIGKILLed: no finally, no handler runs. In a forked
-    copy of this process (POSIX: marker posix_signals), not a new interpreter: its exit
-    status."""
+def killed_mid_save(target: Path) -> int:
+    """--snapshot's atomic_path writing half of ``target``'s new file, then SIGKILLed: no
+    finally, no handler runs. In a forked copy of this process (POSIX: marker posix_signals),
+    not a new interpreter: its exit status."""
     tensors = {"w": torch.ones(100_000)}  # made here: the child only writes
     with warnings.catch_warnings():  # Python 3.12+: fork of a process with threads
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:
         try:
-            if save == "atomic_path":
-                with checkpoints.atomic_path(str(target), "--snapshot") as tmp:
-                    half_saved(tensors, tmp)
-            else:
-                os.chdir(target.parent)
-                with checkpoints.saved_whole("model.pth", "folder"):
-                    half_saved(tensors, "model.pth")
+            with checkpoints.atomic_path(str(target), "--snapshot") as tmp:
+                half_saved(tensors, tmp)
         finally:
             os._exit(1)  # never reached but where the save failed
     return os.waitpid(pid, 0)[1]
@@ -149,20 +145,17 @@ def half_saved(tensors: dict, path: str) -> None:
 
 
 @posix_signals
-@pytest.mark.parametrize("save", ["atomic_path", "saved_whole"])
-def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans_up(save,
-                                                                                    tmp_path):
-    target = tmp_path / "model.pth"
+def test_a_kill_mid_save_leaves_the_previous_file_whole_and_the_next_save_cleans_up(tmp_path):
+    target = tmp_path / "s.pt"
     torch.save({"w": torch.arange(10.0)}, target)
     before = target.read_bytes()
-    status = killed_mid_save(save, target)
+    status = killed_mid_save(target)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
-    leftovers = {"atomic_path": 1, "saved_whole": 2}[save]  # saved_whole's: a file, a folder
-    assert len(list(tmp_path.glob(".model.pth.*.tmp"))) == leftovers, "not caught mid-save"
+    assert len(list(tmp_path.glob(".s.pt.*.tmp"))) == 1, "not caught mid-save"
     assert target.read_bytes() == before
     with checkpoints.atomic_path(str(target), "--snapshot") as tmp:
         torch.save({"w": torch.ones(3)}, tmp)
-    assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
+    assert [p.name for p in tmp_path.iterdir()] == ["s.pt"]
 
 
 def test_a_writability_probe_a_signal_cut_short_goes_with_the_next_save(tmp_path, monkeypatch):
@@ -204,34 +197,52 @@ def test_a_save_that_fails_keeps_the_previous_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
 
 
-def test_a_save_another_program_holds_is_tried_again_then_named(tmp_path, monkeypatch,
-                                                                 capsys):
-    """Windows: an antivirus, OneDrive or an editor holds model.pth, and the rename fails
+def test_a_save_another_program_holds_is_tried_again_then_named(tmp_path, monkeypatch):
+    """Windows: an antivirus, OneDrive or an editor holds the snapshot, and the rename fails
     with 'Access is denied' (ultralytics/yolov5#12680): a moment's hold passes; a long one
     is named, and the previous file stays."""
     real_replace, calls = os.replace, []
+    target = tmp_path / "s.pt"
 
-    def held(source, target, times):  # model.pth held, not the files it is saved through
-        if Path(target).name == "model.pth":
-            calls.append(target)
+    def held(source, to, times):  # the snapshot held, not the files it is saved through
+        if Path(to) == target:
+            calls.append(to)
             if len(calls) <= times:
                 raise PermissionError(13, "Access is denied")
-        return real_replace(source, target)
+        return real_replace(source, to)
 
-    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(checkpoints.time, "sleep", lambda seconds: None)
-    monkeypatch.setattr(os, "replace", lambda s, t: held(s, t, 3))
-    assert run_main("a06_save_load.py", [], capsys)[0] == 0
-    before = (tmp_path / "model.pth").read_bytes()
-    monkeypatch.setattr(os, "replace", lambda s, t: held(s, t, 10**6))
-    with pytest.raises(runner.UserError) as error, \
-            checkpoints.saved_whole("model.pth", flags.A06_FOLDER):
-        torch.save({}, "model.pth")
-    assert str(error.value) == (
-        "model.pth: cannot replace it (Access is denied): another program may hold the file (an "
-        "antivirus, OneDrive, an editor); close it, or choose another folder to run a06 in")
-    assert (tmp_path / "model.pth").read_bytes() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
+    for times, expected in ((3, None), (10**6, "cannot replace it (Access is denied): another "
+                                               "program may hold the file (an antivirus, "
+                                               "OneDrive, an editor); close it, or choose "
+                                               "another --snapshot")):
+        monkeypatch.setattr(os, "replace", lambda s, t, times=times: held(s, t, times))
+        before = target.read_bytes() if target.exists() else None
+        with contextlib.ExitStack() as stack:
+            error = stack.enter_context(pytest.raises(runner.UserError)) if expected else None
+            with checkpoints.atomic_path(str(target), "--snapshot") as tmp:
+                torch.save({"times": times}, tmp)
+        if expected:
+            assert str(error.value) == f"{target}: {expected}"
+            assert target.read_bytes() == before
+        calls.clear()
+    assert [p.name for p in tmp_path.iterdir()] == ["s.pt"]
+
+
+def test_a_read_only_snapshot_on_windows_is_named_before_training(tmp_path, monkeypatch,
+                                                                  capsys):
+    """Windows replaces no read-only file (os.replace: 'Access is denied', as
+    shims/windows_rules answers it); Linux and macOS do, so there a08 saves over it."""
+    target = tmp_path / "s.pt"
+    target.write_bytes(b"old")
+    target.chmod(0o444)
+    monkeypatch.setattr(checkpoints.platform, "system", lambda: "Windows")
+    code, out, err = run_main("a08_ddp_torchrun.py", ["--snapshot", str(target)], capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1].endswith(
+        f"argument --snapshot: {target} is read-only; make it writable (its Properties), or "
+        f"choose another --snapshot")
+    assert target.read_bytes() == b"old"
 
 
 @pytest.mark.parametrize("make, message", [

@@ -5,7 +5,9 @@ with our line as its control;
 a `# NEW:` line is one the text itself changes in that section (NEW_LINES)."""
 
 import ast
+import keyword
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -87,22 +89,22 @@ A08_WRITES_OTHERWISE = {  # the text's line -> a08's, which carries (or stands u
     "def ddp_setup(rank, world_size):":
         'def ddp_setup(rank, world_size, timeout=120, device="auto"):',
     'init_process_group(backend="gloo", rank=rank, world_size=world_size)':
-        "init_process_group(backend=backend, rank=rank, world_size=world_size,",
+        'init_process_group(backend="nccl" if devices.gpu_of_its_own(device) else "gloo",',
     'init_process_group(backend="nccl", rank=rank, world_size=world_size)':
-        "init_process_group(backend=backend, rank=rank, world_size=world_size,",
+        'init_process_group(backend="nccl" if devices.gpu_of_its_own(device) else "gloo",',
     "torch.cuda.set_device(rank)": 'torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))',
     "pin_memory=True,": 'pin_memory=torch.distributed.get_backend() == "nccl",',
     "def main(rank, world_size, num_epochs):":
         'def main(rank, world_size, num_epochs, snapshot=None, timeout=120, device="auto"):',
     "ddp_setup(rank, world_size)": "ddp_setup(rank, world_size, timeout=timeout, device=device)",
-    "model.to(rank)": "model = model.to(device)",
+    "model.to(rank)": "model.to(device)",
     "model = DDP(model, device_ids=[rank])": "model = DDP(model)",
     "for epoch in range(num_epochs):": "for epoch in range(first_epoch, num_epochs):",
     "features, labels = features.to(rank), labels.to(rank)":
         "features, labels = features.to(device), labels.to(device)",
     'print(f"[GPU{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"':
         'print(f"[{kind}{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"',
-    "try:": "# EXTRA: no try/except ZeroDivisionError here",
+    "try:": "# EXTRA: for the text's try/except ZeroDivisionError",
     "train_acc = compute_accuracy(model, train_loader, device=rank)":
         "train_acc = compute_accuracy(model, train_loader, device=device)",
     'print(f"[GPU{rank}] Training accuracy", train_acc)':
@@ -115,7 +117,7 @@ A08_WRITES_OTHERWISE = {  # the text's line -> a08's, which carries (or stands u
     'rank = int(os.environ["LOCAL_RANK"])': 'if "RANK" in os.environ:',
     'elif "RANK" in os.environ:': 'if "RANK" in os.environ:',
     "main(rank, world_size, num_epochs)":
-        "runner.run(main, rank, world_size, num_epochs, **settings)",
+        "processes.launch(main, rank, world_size, num_epochs, spawn=args.spawn,",
 }
 
 
@@ -156,6 +158,33 @@ def test_each_line_a08_writes_otherwise_says_why_in_an_extra():
                 if "EXTRA: " not in comment_over(lines, next(
                     n for n, line in enumerate(lines) if line.strip().startswith(ours)))]
     assert unmarked == []
+
+
+def test_every_line_of_a08_with_a_name_the_text_lacks_is_marked():
+    """A line that uses a name 9.3's text never does (our modules, options, the device, the
+    snapshot's epoch) carries a marker, or stands under a comment that does: the learner tells
+    the text's lines from ours at a glance."""
+    path = ROOT / "a08_ddp_torchrun.py"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    texts = set(re.findall(r"[A-Za-z_]\w*", " ".join(TEXT_LINES_OF_A08))) | {
+        "Dataset", "DataLoader", "ToyDataset", "NeuralNetwork", "compute_accuracy", "factor",
+        "__doc__"}  # the text's classes and function, defined in its script
+    names, statement, first = {}, {}, None  # line -> its names; -> its statement's first line
+    with path.open("rb") as source:
+        for token in tokenize.tokenize(source.readline):
+            line = token.start[0] - 1
+            if token.type == tokenize.NEWLINE:
+                first = None
+            elif token.type not in (tokenize.COMMENT, tokenize.NL, tokenize.INDENT,
+                                    tokenize.DEDENT, tokenize.ENCODING):
+                first = line if first is None else first
+                statement[line] = first
+            if token.type == tokenize.NAME and not keyword.iskeyword(token.string):
+                names.setdefault(line, set()).add(token.string)
+    ours = [lines[n].strip() for n, found in sorted(names.items()) if found - texts and not any(
+        re.search(r"\b(NEW|EXTRA|FIXED): ", comment_over(lines, line))
+        for line in (n, statement[n]))]
+    assert ours == []
 
 
 SECTION_7 = [  # section 7's statements in the text's order (a05; a07 adds 9.2's NEW lines)
@@ -245,7 +274,8 @@ COMPUTE_ACCURACY = """\
 # The GPU articles' lines, as published, in their order; the how-to's garbled moves and the
 # guide's placeholders as the companion writes them out (EXTRA, saying why)
 HOWTO_LINES = ["x = torch.tensor([1, 2, 3])", 'print("Device: ", x.device)',
-               "x = x.to(device)  # EXTRA", "y = torch.tensor([4, 5, 6], device=device)",
+               "x = torch.tensor([1, 2, 3])", "x = x.to(device)  # EXTRA",
+               "y = torch.tensor([4, 5, 6], device=device)", 'print("Device: ", y.device)',
                "x = torch.tensor([8, 9, 10])", 'x = x.to("cuda:0")  # EXTRA',
                "tensor = torch.rand((100, 30))", "model = LinearRegression(2, 5)", "print(model)"]
 GUIDE_SNIPPET = ["batch_size = 128", "device = a07_device  # EXTRA",
@@ -274,22 +304,24 @@ def test_what_a_script_adds_to_its_section_says_so(script):
 @pytest.mark.parametrize("script", ["a05_training_loop.py", "a07_gpu_single.py",
                                     "a08_ddp_torchrun.py"])
 def test_no_line_of_ours_inside_the_texts_batch_loop(script):
-    """The companion's features sit around the lesson (a line the section changes, NEW, may
-    say why ours differs from the text's: EXTRA after NEW)."""
+    """The companion's features sit around the lesson: a line of ours there only stands in a
+    line's place that 9.3 writes otherwise (A08_WRITES_OTHERWISE), saying so (EXTRA)."""
     source = (ROOT / script).read_text(encoding="utf-8")
     start = source.index("in enumerate(train_loader):" if "a08" not in script
                          else "for features, labels in train_loader:")
     loop = source[start:source.index("model.eval()", start)]
-    ours = [line.strip() for line in loop.splitlines() if "# NEW: " not in line and
+    in_the_texts_place = tuple(A08_WRITES_OTHERWISE.values()) if "a08" in script else ()
+    ours = [line.strip() for line in loop.splitlines() if
+            not line.strip().startswith(in_the_texts_place) and
             re.search(r"EXTRA|runner\.|processes\.|checkpoints\.|devices\.|args\.", line)]
     assert ours == []
 
 
 def loop(script: str) -> list[str]:
-    """The lines of a script's epoch loop, from its header to the text's closing comment."""
+    """The lines of a script's epoch loop, from its header to its model.eval()."""
     source = (ROOT / script).read_text(encoding="utf-8")
     start = source.index("    for epoch in range(")
-    return source[start:source.index("        # Optional model evaluation\n", start)].splitlines()
+    return source[start:source.index("        model.eval()\n", start)].splitlines()
 
 
 def test_the_loops_differ_only_by_their_sections_marked_lines():
@@ -334,24 +366,15 @@ NEW_LINES = {
         'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")',
         'device = torch.device("mps" if torch.backends.mps.is_available() else "cpu")',
         "model = model.to(device)", "features, labels = features.to(device), labels.to(device)"],
-    "a08_ddp_torchrun.py": [
+    "a08_ddp_torchrun.py": [  # the lines a08 writes as the text does (the rest: EXTRA)
         "import os", "import platform",
         "from torch.utils.data.distributed import DistributedSampler",
         "from torch.nn.parallel import DistributedDataParallel as DDP",
         "from torch.distributed import init_process_group, destroy_process_group",
-        "def ddp_setup(rank, world_size):", "def prepare_dataset():", "shuffle=False,",
-        "pin_memory=True,", "sampler=DistributedSampler(train_ds)",
-        "def main(rank, world_size, num_epochs):", "ddp_setup(rank, world_size)",
-        "train_loader, test_loader = prepare_dataset()", "model.to(rank)",
-        "model = DDP(model, device_ids=[rank])", "train_loader.sampler.set_epoch(epoch)",
-        "for features, labels in train_loader:",
-        "features, labels = features.to(rank), labels.to(rank)",
-        'print(f"[GPU{rank}] Epoch: {epoch+1:03d}/{num_epochs:03d}"',
-        "train_acc = compute_accuracy(model, train_loader, device=rank)",
-        'print(f"[GPU{rank}] Training accuracy", train_acc)',
-        "test_acc = compute_accuracy(model, test_loader, device=rank)",
-        'print(f"[GPU{rank}] Test accuracy", test_acc)',
-        "destroy_process_group()", 'if "WORLD_SIZE" in os.environ:', "if rank == 0:"],
+        "def prepare_dataset():", "shuffle=False,", "sampler=DistributedSampler(train_ds)",
+        "train_loader, test_loader = prepare_dataset()", "train_loader.sampler.set_epoch(epoch)",
+        "for features, labels in train_loader:", "destroy_process_group()",
+        'if "WORLD_SIZE" in os.environ:', "if rank == 0:"],
 }
 
 
@@ -366,13 +389,12 @@ def new_lines(script: str):
 
 @pytest.mark.parametrize("script", sorted(NEW_LINES))
 def test_new_marks_only_the_texts_own_changes(script):
-    """Each NEW line starts with the text's line, or with the line a08 writes otherwise for it
-    (whose EXTRA says why)."""
-    otherwise = A08_WRITES_OTHERWISE if script == "a08_ddp_torchrun.py" else {}
+    """Each NEW line starts with the text's line as the text writes it: a line of ours in its
+    place carries EXTRA alone, so that NEW always reads "this is the text"."""
     marked = list(new_lines(script))
     assert len(marked) == len(NEW_LINES[script]), marked
     assert [m for m, text in zip(marked, NEW_LINES[script], strict=True)
-            if not m.startswith(otherwise.get(text, text))] == []
+            if not m.startswith(text)] == []
 
 
 FIXED_PROOFS = {  # the start of a FIXED comment -> the test that runs the text's code failing
