@@ -161,14 +161,14 @@ def gpu_missing_from_build(indices: Iterable[int] | None = None) -> str | None:
     index, usable = mine[0], [i for i in gpus if i not in missing]
     arch = gfx(index) if hip else "sm_{}{}".format(*capability(index))
     if usable:  # an override would change every GPU: hide this one instead
-        advice = (f"{'HIP' if hip else 'CUDA'}_VISIBLE_DEVICES={','.join(map(str, usable))} "
-                  f"before each command hides it, leaving " + ", ".join(
-                      f"GPU {i} ({torch.cuda.get_device_name(i)})" for i in usable) +
-                  ", which it was built for")
+        variable = f"{'HIP' if hip else 'CUDA'}_VISIBLE_DEVICES"
+        advice = (f"{for_each_command(variable, ','.join(visible_as(variable, usable)))} hides "
+                  f"it, leaving " + ", ".join(f"GPU {i} ({torch.cuda.get_device_name(i)})"
+                                              for i in usable) + ", which it was built for")
     elif hip:
         value, runs_as, family = GFX_OVERRIDES.get(arch[:6], (None, None, None))
-        advice = (f"put HSA_OVERRIDE_GFX_VERSION={value} before each command (an {family} "
-                  f"card: ROCm then runs {runs_as}'s code on it), or " if runs_as in built_for
+        advice = (f"{for_each_command('HSA_OVERRIDE_GFX_VERSION', value)} (an {family} card: "
+                  f"ROCm then runs {runs_as}'s code on it), or " if runs_as in built_for
                   else "") + f"install a ROCm build of torch that lists {arch} ({SELECTOR})"
     else:
         advice = install_advice(capability(index))
@@ -177,6 +177,21 @@ def gpu_missing_from_build(indices: Iterable[int] | None = None) -> str | None:
     return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {arch}, which torch "
             f"{torch.__version__} was not built for ({' '.join(built_for)}): its first "
             f"{failure}; {advice}; or use --device cpu")
+
+
+def for_each_command(name: str, value: str) -> str:
+    """How the learner's shell sets ``name`` for the commands after it: bash's form, or on
+    Windows PowerShell's and cmd's (bash's is an error in both)."""
+    if platform.system() == "Windows":
+        return f'$env:{name}="{value}" in PowerShell (cmd: set {name}={value}) before the commands'
+    return f"{name}={value} before each command"
+
+
+def visible_as(variable: str, indices: list[int]) -> list[str]:
+    """torch's GPU numbers as ``variable`` names them: where it already picks GPUs (2,3), the
+    number torch calls 1 is 3 there."""
+    chosen = [gpu.strip() for gpu in os.environ.get(variable, "").split(",") if gpu.strip()]
+    return [chosen[i] if len(chosen) > i else str(i) for i in indices]
 
 
 def capability(index: int) -> tuple[int, int]:

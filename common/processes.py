@@ -20,7 +20,7 @@ from torch.nn.utils import parameters_to_vector
 from torch.utils.data import DataLoader, Subset
 
 from common import compute_accuracy
-from common.runner import UserError, run
+from common.runner import UserError, run, whole_lines
 
 # rank: over all machines; local_rank: on this one, it picks the GPU
 Launch = namedtuple("Launch", "rank local_rank world_size local_world_size",
@@ -96,7 +96,8 @@ def start_processes(main: Callable[..., None], nprocs: int, *args: object,
     else at a free port, without libuv (Windows' torch lacks it), each seeded as this one is
     (new Pythons: they skip ``__main__``). A worker that fails has said why in one line; one
     that raised (an error in a line the learner edited): its traceback, once, not inside this
-    process's own."""
+    process's own; one that ended without a word (a crash, a signal): one line, with its exit
+    code's meaning on Windows, and its exit status as this process's."""
     import torch.multiprocessing as mp
     from torch.distributed.elastic.utils.distributed import get_free_port
 
@@ -104,17 +105,57 @@ def start_processes(main: Callable[..., None], nprocs: int, *args: object,
     port = os.environ.get("MASTER_PORT") or str(get_free_port())
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, USE_LIBUV="0")
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # ours says it
+    whole_lines()
     try:
-        mp.spawn(_worker, args=(nprocs, torch.initial_seed(), main, args, kwargs),
-                 nprocs=nprocs)
+        context = mp.start_processes(_worker, nprocs=nprocs, join=False, args=(
+            nprocs, torch.initial_seed(), main, args, kwargs))
+        end_with_this_process(context.processes)
+        while not context.join():
+            pass
     except mp.ProcessRaisedException as err:  # torch's spawn carries the worker's traceback
         print(str(err).strip(), file=sys.stderr)
         sys.exit(1)
-    except mp.ProcessExitedException as err:
-        if (code := err.exit_code or 1) < 0:  # a signal ended it; torch ended the others
+    except mp.ProcessExitedException as err:  # torch ended the others
+        code = err.exit_code or 1
+        if code < 0:  # a signal (POSIX)
             print(f"error: process {err.error_index} was ended by "
                   f"{signal.Signals(-code).name}", file=sys.stderr)
-        sys.exit(128 - code if code < 0 else code)
+        elif code != 1:  # 1: the worker said why (runner.fail)
+            meaning = WINDOWS_EXIT_CODES.get(code)
+            print(f"error: process {err.error_index} ended with exit code {code}" + (
+                f" (0x{code:08X}: {meaning})" if meaning else "") + ' without saying why (see '
+                'TROUBLESHOOTING.md: "error: process N")', file=sys.stderr)
+        # Windows' codes are 32-bit: sys.exit of one above 2**31 ends as -1 on Python before
+        # 3.12.8 (CPython gh-125842); as a negative number it keeps its bits
+        sys.exit(128 - code if code < 0 else code - 2**32 if code >= 2**31 else code)
+
+
+# How Windows ends a process that crashed in native code (NTSTATUS, ntstatus.h): its exit code
+WINDOWS_EXIT_CODES = {
+    0xC0000005: "an access violation, a crash in native code (torch, a driver, a DLL)",
+    0xC0000017: "out of memory",
+    0xC00000FD: "a stack overflow",
+    0xC000013A: "Ctrl-C, or its console closed",
+    0xC0000409: "native code stopped itself (abort, or a failed check)",
+}
+
+
+def end_with_this_process(workers: list) -> None:
+    """A signal to this process ends its workers first, then this process as the signal would.
+    Linux's workers would end by themselves (torch's spawn asks prctl for a parent-death
+    signal); macOS's and Windows' would train on to the end. Windows' console sends Ctrl-C,
+    Ctrl-Break and its closing to every process in it; what ends only this process there
+    (Task Manager's End task) reaches no handler: TROUBLESHOOTING.md says what to do."""
+    def end_all(signum, frame):
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"):  # SIGHUP: a terminal closed
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), end_all)
 
 
 def _worker(rank: int, nprocs: int, seed: int, main: Callable[..., None], args: tuple,

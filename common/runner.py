@@ -34,8 +34,7 @@ def run(main: Callable[..., None], *args: object, **kwargs: object) -> None:
     the interpreter's own command line names the script (not a notebook's %run)."""
     if sys.argv[0].endswith(".py") and sys.argv[0] in sys.orig_argv[1:]:  # not python -c
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-    if hasattr(sys.stdout, "reconfigure"):  # whole lines: processes' output never splices
-        sys.stdout.reconfigure(line_buffering=True, write_through=False)
+    whole_lines()
     try:
         main(*args, **kwargs)
     except UserError as err:
@@ -45,12 +44,35 @@ def run(main: Callable[..., None], *args: object, **kwargs: object) -> None:
         if not isinstance(err, getattr(dist, "DistError", ())) and not GLOO_SOURCE.search(str(err)):
             raise
         entry = 'see TROUBLESHOOTING.md: "error: process N"'
-        fail(f"process {os.environ.get('RANK', 0)}: {words(err)} ({entry})", every_process=True)
+        fail(f"process {os.environ.get('RANK', 0)}: {lost_peer(err) or words(err)} ({entry})",
+             every_process=True)
     except OSError as err:
         if not reader_gone(err):
             raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+
+
+def whole_lines() -> None:
+    """stdout and stderr each write a line at once (torchrun's PYTHONUNBUFFERED=1 makes print's
+    text and its newline two writes), so that two processes' lines never splice into one."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True, write_through=False)
+
+
+# gloo's words where a peer stopped answering and this process gave up after --timeout: the uv
+# transport's (macOS, Windows: gloo/transport/uv/unbound_buffer.cc, waitRecv and waitSend), as
+# the tcp one's where a peer hangs (Linux's, whose lost peer is "Connection closed by peer")
+TIMED_OUT = re.compile(r"Timed out waiting (\d+)ms for (?:recv|send) operation to complete")
+
+
+def lost_peer(err: BaseException) -> str | None:
+    """gloo's timeout, said as what happened; None for any other error."""
+    if not (found := TIMED_OUT.search(str(err))):
+        return None
+    return (f"another process stopped answering, and this one gave up after waiting "
+            f"{int(found[1]) / 1000:g} s for it (--timeout; gloo: {found[0]})")
 
 
 def reader_gone(err: OSError) -> bool:

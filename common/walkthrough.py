@@ -41,8 +41,7 @@ def main() -> int:
             try:
                 code = process.wait()
             except KeyboardInterrupt:  # the terminal's Ctrl-C reached the script too
-                process.send_signal(signal.SIGINT if os.name == "posix" else signal.SIGTERM)
-                process.wait()
+                end_with_its_processes(process)
                 print(f"\nWalkthrough interrupted during {script}.", file=sys.stderr)
                 return 130
         if code != 0:
@@ -51,6 +50,17 @@ def main() -> int:
             return 1
     print(f"\nWalkthrough complete: all {len(STEPS)} scripts ran.")
     return 0
+
+
+def end_with_its_processes(process: subprocess.Popen) -> None:
+    """The script, and every process it started: SIGINT, which torchrun and a08 pass on; on
+    Windows, where a08 --spawn's workers would outlive their parent (no parent-death signal
+    there) and a signal reaches only one process, taskkill of the whole tree."""
+    if platform.system() == "Windows":
+        subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
+    else:
+        process.send_signal(signal.SIGINT)
+    process.wait()
 
 
 if __name__ == "__main__":

@@ -81,9 +81,12 @@ def clean_env(*shims: str, accelerators: bool = False) -> dict:
     names = ([] if accelerators else ["cpu_only"]) + list(shims)
     if WINDOWS and sys.platform != "win32":
         # every child answers as Windows (platform.system()), its torch as Windows' wheels (no
-        # libuv), with USE_LIBUV=0 (torchrun's own store ignores it)
-        names = [*dict.fromkeys([*names, "as_windows", "no_libuv"])]
+        # libuv, no parent-death signal), with USE_LIBUV=0 (torchrun's own store ignores it),
+        # and Windows' taskkill (shims/bin)
+        names = [*dict.fromkeys([*names, "as_windows", "no_libuv", "no_parent_death_signal"])]
         env["USE_LIBUV"] = "0"
+        env["PATH"] = os.pathsep.join([str(SHIMS / "bin"), env.get("PATH", "")])  # taskkill
+        env["PYTHONIOENCODING"] = "cp1252"  # Windows' stdio into a pipe: the ANSI code page
     if names:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIMS), env.get("PYTHONPATH")]))
         env["TEST_SHIMS"] = ",".join(names)

@@ -1,6 +1,7 @@
 """a08 under real torchrun on CPU with gloo: any number of processes, one or two 'machines',
 --spawn; and what section 9.3 teaches: DDP averages the gradients, the sampler splits the data."""
 
+import io
 import os
 import platform
 import re
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 from answers import lost_peer
 
 import a08_ddp_torchrun as a08
-from common import NeuralNetwork, processes
+from common import NeuralNetwork, processes, runner
 from conftest import (
     ROOT,
     a08_command,
@@ -259,14 +260,21 @@ def test_a08_trains_under_the_deprecated_launcher(tmp_path):
     assert "Parameters identical in all 2 processes: True" in result.stdout
 
 
-LOST_PEER = ('error: process {}: Connection closed by peer [127.0.0.1]:29500 (see '
-             'TROUBLESHOOTING.md: "error: process N")')
+ENTRY = '(see TROUBLESHOOTING.md: "error: process N")'
+LOST_PEER = {  # each OS's one line, as answers.lost_peer gives gloo's words there
+    "Linux": "error: process {}: Connection closed by peer [127.0.0.1]:29500 " + ENTRY,
+    "Windows": "error: process {}: another process stopped answering, and this one gave up "
+               "after waiting 120 s for it (--timeout; gloo: Timed out waiting 120000ms for recv "
+               "operation to complete) " + ENTRY}
+LOST_PEER["Darwin"] = LOST_PEER["Windows"]
 
 
-@pytest.mark.parametrize("system", ["Linux", "Windows"])
-def test_a_lost_peer_ends_a08_in_one_line_in_either_oss_words(system, monkeypatch, capsys):
-    """gloo's error names its source file, with slashes in Linux's build of torch and with
-    backslashes in Windows' (answers.lost_peer): in either, one line and exit 1."""
+@pytest.mark.parametrize("system", ["Linux", "Windows", "Darwin"])
+def test_a_lost_peer_ends_a08_in_one_line_in_each_oss_words(system, monkeypatch, capsys):
+    """gloo's error names its source file, with slashes in Linux's and macOS's builds of torch
+    and with backslashes in Windows'; Linux's tcp transport hears the peer go, macOS's and
+    Windows' uv transport waits out --timeout (answers.lost_peer): in each, one line and exit
+    1, saying what happened."""
     monkeypatch.setattr(platform, "system", lambda: system)
     monkeypatch.setenv("USE_LIBUV", "1")  # what a08 sets on Windows, undone after
 
@@ -274,7 +282,62 @@ def test_a_lost_peer_ends_a08_in_one_line_in_either_oss_words(system, monkeypatc
         raise lost_peer()
     monkeypatch.setattr(dist, "all_reduce", all_reduce)
     code, _, err = run_main("a08_ddp_torchrun.py", [], capsys)
-    assert (code, err) == (1, LOST_PEER.format(0) + "\n")
+    assert (code, err) == (1, LOST_PEER[system].format(0) + "\n")
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_every_line_is_one_write_where_output_is_unbuffered(stream, monkeypatch):
+    """torchrun sets PYTHONUNBUFFERED=1, and Python's -u streams write through: print's text and
+    its newline were two writes, between which another process's line could come (CI: two
+    `error: process N` lines spliced into one). Under run(), each line is one write."""
+    writes = []
+
+    class Recorder(io.RawIOBase):  # the file descriptor, as the OS sees each write
+        def writable(self):
+            return True
+
+        def write(self, data):
+            writes.append(bytes(data))
+            return len(data)
+
+    monkeypatch.setattr(sys, stream, io.TextIOWrapper(Recorder(), write_through=True))
+
+    def main():
+        print("[CPU1] Test accuracy", 1.0, file=getattr(sys, stream))
+        raise runner.UserError("a problem")
+    with pytest.raises(SystemExit):
+        runner.run(main)
+    getattr(sys, stream).flush()
+    assert writes == [b"[CPU1] Test accuracy 1.0\n"] + (
+        [b"error: a problem\n"] if stream == "stderr" else [])
+
+
+class Spawned:
+    """What torch's start_processes returns, its join raising ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error, self.processes = error, []
+
+    def join(self):
+        raise self.error
+
+
+def spawned(error: Exception, monkeypatch, capsys, port: str = "") -> tuple[int, str]:
+    """--spawn 2 whose run ends in ``error``: (exit status, stderr)."""
+    import signal
+
+    import torch.multiprocessing as mp
+
+    def start_processes(*args, **kwargs):
+        assert os.environ["MASTER_PORT"] == (port or os.environ["MASTER_PORT"])
+        return Spawned(error)
+    monkeypatch.setattr(mp, "start_processes", start_processes)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # this process keeps its own
+    for name, value in {"MASTER_ADDR": "", "MASTER_PORT": port, "USE_LIBUV": ""}.items():
+        monkeypatch.setenv(name, value)  # what spawn sets, undone after
+    with pytest.raises(SystemExit) as ended:
+        processes.start_processes(a08.main, 2, 3)
+    return ended.value.code, capsys.readouterr().err
 
 
 def test_spawn_meets_at_a_port_set_and_shows_a_workers_traceback_once(monkeypatch, capsys):
@@ -283,24 +346,35 @@ def test_spawn_meets_at_a_port_set_and_shows_a_workers_traceback_once(monkeypatc
     learner edited: torch's spawn hands its traceback to the parent inside a
     ProcessRaisedException, whose own traceback would come around it. The real runs: the stress
     test below."""
-    import signal
-
     import torch.multiprocessing as mp
     trace = ('Traceback (most recent call last):\n  File "a08_ddp_torchrun.py", line 127, in '
              'main\nRuntimeError: mat1 and mat2 shapes cannot be multiplied (2x2 and 3x30)\n')
+    code, err = spawned(mp.ProcessRaisedException(
+        f"\n\n-- Process 1 terminated with the following error:\n{trace}", 1, 4321),
+        monkeypatch, capsys, port="23456")
+    assert code == 1 and err.count("Traceback") == 1 and err.endswith(trace), err
 
-    def spawn(*args, **kwargs):
-        assert os.environ["MASTER_PORT"] == "23456"
-        raise mp.ProcessRaisedException(
-            f"\n\n-- Process 1 terminated with the following error:\n{trace}", 1, 4321)
-    monkeypatch.setattr(mp, "spawn", spawn)
-    monkeypatch.setattr(signal, "signal", lambda *args: None)  # this process keeps its own
-    for name, value in {"MASTER_ADDR": "", "MASTER_PORT": "23456", "USE_LIBUV": ""}.items():
-        monkeypatch.setenv(name, value)  # what spawn sets, undone after
-    with pytest.raises(SystemExit) as ended:
-        processes.start_processes(a08.main, 2, 3)
-    err = capsys.readouterr().err
-    assert ended.value.code == 1 and err.count("Traceback") == 1 and err.endswith(trace), err
+
+@pytest.mark.parametrize("exit_code, says, status", [
+    (3221225477, "ended with exit code 3221225477 (0xC0000005: an access violation, a crash in "
+                 "native code (torch, a driver, a DLL)) without saying why", -1073741819),
+    (3, "ended with exit code 3 without saying why", 3),  # the C runtime's abort() on Windows
+    (-9, "was ended by SIGKILL", 137),
+    (1, None, 1),  # runner.fail: the worker said why
+])
+def test_a_spawn_worker_that_ends_without_a_word_is_one_line(exit_code, says, status,
+                                                              monkeypatch, capsys):
+    """A worker that crashed in native code: on Windows no signal but a 32-bit NTSTATUS exit
+    code (torch's ProcessExitedException carries it), as this process's exit status (negative:
+    the same 32 bits, where Python before 3.12.8 would end a larger one as -1)."""
+    import torch.multiprocessing as mp
+    code, err = spawned(mp.ProcessExitedException("ended", 1, 4321, exit_code), monkeypatch,
+                        capsys)
+    assert code == status
+    assert err == ("" if says is None else
+                   f"error: process 1 {says}" + ("" if exit_code < 0 else
+                                                ' (see TROUBLESHOOTING.md: "error: process N")')
+                   + "\n")
 
 
 @pytest.mark.stress
@@ -325,6 +399,7 @@ def test_a_lost_peer_or_a_learners_error_reaches_the_learner_once(tmp_path_facto
             assert "mat1 and mat2 shapes cannot be multiplied" in result.stderr
             continue
         ours = [line for line in result.stderr.splitlines() if "error: process" in line]
-        assert ours and set(ours) <= {LOST_PEER.format(rank) for rank in (0, 1)}, result.stderr
+        words = LOST_PEER["Windows" if key == "Windows" else "Linux"]
+        assert ours and set(ours) <= {words.format(rank) for rank in (0, 1)}, result.stderr
         if key != "torchrun":  # whose own report follows
             assert len(ours) == len(result.stderr.splitlines()), result.stderr

@@ -65,8 +65,15 @@ BESIDE_3090 = not_built_for(0, RTX_5090[0], "sm_120", "2.13.0+cu126", CU126,
 IGPU_LINE = not_built_for(1, RYZEN_IGPU[0], "gfx1036", "2.9.1+rocm6.4", ROCM,
                           "HIP_VISIBLE_DEVICES=0 before each command hides it, leaving GPU 0 (AMD "
                           "Radeon RX 7900 XTX), which it was built for")
+# CUDA_VISIBLE_DEVICES=2,3 chosen already: torch's GPU 1 is the machine's 3
+BESIDE_3090_OF_4 = BESIDE_3090.replace("CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES=3")
+# on Windows, a variable set in PowerShell's form and cmd's (bash's is an error in both)
+BESIDE_3090_WINDOWS = not_built_for(0, RTX_5090[0], "sm_120", "2.13.0+cu126", CU126,
+                                    '$env:CUDA_VISIBLE_DEVICES="1" in PowerShell (cmd: set '
+                                    "CUDA_VISIBLE_DEVICES=1) before the commands hides it, leaving"
+                                    " GPU 1 (NVIDIA GeForce RTX 3090), which it was built for")
 RX_6600_LINE = not_built_for(0, RX_6600[0], "gfx1032", "2.9.1+rocm6.4", ROCM,
-                             "put HSA_OVERRIDE_GFX_VERSION=10.3.0 before each command (an RDNA2 "
+                             "HSA_OVERRIDE_GFX_VERSION=10.3.0 before each command (an RDNA2 "
                              "card: ROCm then runs gfx1030's code on it), or install a ROCm build "
                              f"of torch that lists gfx1032 ({devices.SELECTOR})")
 MACOS_13 = ("MPS is off: torch 2.13.0 supports Apple's GPU only on macOS 14 or newer, and this "
@@ -146,6 +153,12 @@ ROWS = {  # a row: the machine, and in words beside it what a01 tells that learn
     "RTX 5090 beside an RTX 3090, cu126": (
         Machine(build="cu126", gpus=(RTX_5090, RTX_3090)),
         Says([BESIDE_3090], a07="stops", a08_note=BESIDE_3090)),
+    "RTX 5090 beside an RTX 3090, CUDA_VISIBLE_DEVICES=2,3": (
+        Machine(build="cu126", gpus=(RTX_5090, RTX_3090), env=(("CUDA_VISIBLE_DEVICES", "2,3"),)),
+        Says([BESIDE_3090_OF_4], a07="stops", a08_note=BESIDE_3090_OF_4)),
+    "RTX 5090 beside an RTX 3090, cu126, Windows": (
+        Machine(build="cu126", gpus=(RTX_5090, RTX_3090), system="Windows", machine="AMD64"),
+        Says([BESIDE_3090_WINDOWS], a07="stops", a08_note=WINDOWS_GLOO)),
     # ROCm lists the Ryzen's iGPU beside the card: GPU 0 works, GPU 1 is hidden, not overridden
     "AMD desktop, RX 7900 XTX and iGPU": (Machine(build="rocm6.4", gpus=(RX_7900, RYZEN_IGPU)),
                                           Says([IGPU_LINE], a07="cuda", a08="nccl",

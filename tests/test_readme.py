@@ -80,6 +80,17 @@ def test_every_command_pastes_into_powershell_and_cmd():
             for line in block.splitlines() if re.search(r"\S\s+#", line)] == []
 
 
+def test_the_powershell_lines_run_as_pasted_without_a_prompt():
+    """Windows PowerShell 5.1's Set-ExecutionPolicy asks Y/N (its -Confirm prompt, on by default
+    for a policy change there): pasted with the lines after it, the prompt takes the next line,
+    `.venv\\Scripts\\Activate.ps1`, as its answer. -Force asks nothing."""
+    blocks = re.findall(r"```powershell\n(.*?)```", readme() + troubleshooting(), re.S)
+    lines = [line for block in blocks for line in block.splitlines()]
+    asking = [line for line in lines if line.startswith("Set-ExecutionPolicy") and
+              "-Force" not in line.split()]
+    assert any(line.startswith("Set-ExecutionPolicy") for line in lines) and asking == []
+
+
 def headings(text: str) -> list[str]:
     return re.findall(r"^#{2,3} (.+)$", text, re.M)
 

@@ -105,14 +105,16 @@ def test_sigterm_to_one_spawn_worker_ends_the_run(tmp_path):
 @posix_signals
 @lists_processes
 @pytest.mark.stress
-@pytest.mark.parametrize("target", ["parent", "group"])
+@pytest.mark.parametrize("target", ["parent", "parent, macOS", "group"])
 def test_sigterm_or_ctrl_c_to_spawns_parent_ends_every_worker(target, tmp_path):
-    """SIGTERM to the parent alone (its workers learn of it from the kernel), or Ctrl-C at the
-    terminal (to the whole foreground group)."""
+    """SIGTERM to the parent alone (on Linux its workers learn of it from the kernel too; as on
+    macOS, shims/no_parent_death_signal, only from the parent), or Ctrl-C at the terminal (to
+    the whole foreground group)."""
+    env = clean_env("no_parent_death_signal") if target == "parent, macOS" else None
     process = started(a08_command("--spawn", "2", script=a08_with_epochs(tmp_path, LONG)),
-                      tmp_path, session=True)
+                      tmp_path, env, session=True)
     family = descendants(process.pid)
-    if target == "parent":
+    if target.startswith("parent"):
         process.send_signal(signal.SIGTERM)
     else:
         os.killpg(process.pid, signal.SIGINT)

@@ -29,15 +29,25 @@ def hide_accelerators(set_attribute: Callable[[Any, str, Any], None] = setattr) 
 
 
 def lost_peer() -> RuntimeError:
-    """gloo's error for a peer that went away, as torch's build for the OS that
-    ``platform.system()`` names words it: its source path first, with slashes on Linux (torch
-    2.13's wheels), with the build folder and backslashes on Windows (the path as a real
-    Windows message has it: ``[enforce fail at C:\\actions-runner\\...\\device.cc:164]``)."""
+    """gloo's error for a peer that went away, in the transport that torch's build for the OS
+    ``platform.system()`` names uses, its source path first as that build writes it. Linux's
+    tcp transport hears the socket close: "Connection closed by peer" (gloo/transport/tcp/
+    pair.cc). macOS's and Windows' uv transport closes the pair without a word, so the
+    survivor's receive times out after --timeout: gloo/transport/uv/unbound_buffer.cc,
+    ``UnboundBuffer::waitRecv``, ``GLOO_ERROR_MSG("Timed out waiting ", timeout.count(), "ms
+    for recv operation to complete")``, at line 63 of gloo's main; GLOO_ERROR_MSG puts
+    ``[__FILE__:__LINE__] `` first (gloo/common/error.h), with the build folder and
+    backslashes on Windows (as ``[enforce fail at C:\\actions-runner\\...]`` messages show)."""
     import platform
-    source = (r"enforce fail at C:\actions-runner\_work\pytorch\pytorch\pytorch\third_party"
-              r"\gloo\gloo\transport\uv\pair.cc:333" if platform.system() == "Windows" else
-              "../third_party/gloo/gloo/transport/tcp/pair.cc:534")
-    return RuntimeError(f"[{source}] Connection closed by peer [127.0.0.1]:29500")
+    system = platform.system()
+    if system not in ("Windows", "Darwin"):
+        return RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection "
+                            "closed by peer [127.0.0.1]:29500")
+    source = (r"C:\actions-runner\_work\pytorch\pytorch\pytorch\third_party\gloo\gloo\transport"
+              r"\uv\unbound_buffer.cc" if system == "Windows" else
+              "../third_party/gloo/gloo/transport/uv/unbound_buffer.cc")
+    return RuntimeError(f"[{source}:63] Timed out waiting 120000ms for recv operation to "
+                        f"complete")
 
 
 def hide_distributed(monkeypatch) -> None:
