@@ -15,6 +15,7 @@ import stat
 import tempfile
 import time
 import traceback
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -108,7 +109,10 @@ def explain_load_errors(path: str) -> Iterator[None]:
 
 
 def why_unusable(path: str, err: Exception) -> str:
-    """What the file holds, read again onto the CPU, noting where its tensors were saved."""
+    """What the file holds, by its first bytes, else read again onto the CPU, noting where its
+    tensors were saved."""
+    if kind := not_a_checkpoint(path):
+        return kind
     devices = set()
 
     def on_the_cpu(storage, location):
@@ -136,6 +140,32 @@ def why_unusable(path: str, err: Exception) -> str:
                 f"{key!r}: model.load_state_dict(torch.load(PATH)[{key!r}])")
     lines = str(err).strip().splitlines()  # load_state_dict's first mismatch, or its words
     return f"does not fit this model ({(lines[1:] or lines)[0].strip()[:160]})"
+
+
+def not_a_checkpoint(path: str) -> str | None:
+    """What a file holds that torch.save did not write whole, and what to do, from its first
+    bytes; None where they are torch.save's (a zip archive, whole) or a pickle. torch's
+    weights-only loader rejects each of these with "Unsupported operand", its refusal of Python
+    objects (pytorch#150998: a Git LFS pointer's 'v'; an HTML page's '<')."""
+    with open(path, "rb") as file:
+        head = file.read(1024)
+    if head.startswith(b"PK\x03\x04"):  # a zip archive, as torch.save writes: whole if it ends
+        return None if zipfile.is_zipfile(path) else (
+            "cut short (a zip archive without its end: a download or a save that stopped "
+            "midway); download or save it again")
+    if head.startswith(b"version https://git-lfs"):
+        return ("a Git LFS pointer, not the file itself (a clone made without Git LFS); run "
+                "git lfs pull in that clone, or download the file itself")
+    if len(head) > 9 and head[8:10] in (b'{"', b"{ ") and \
+            int.from_bytes(head[:8], "little") < os.path.getsize(path):  # its header's length
+        return ("a safetensors file, not torch.save's: model.load_state_dict(safetensors.torch."
+                "load_file(PATH)) loads it (pip install safetensors)")
+    if head.lstrip().lower().startswith((b"<!doctype html", b"<html", b"<?xml", b"<head")):
+        return ("a web page (HTML), not a checkpoint: the link gave a page, not the file; "
+                "download the file itself")
+    if head and all(byte >= 32 or byte in b"\t\n\r" for byte in head):  # no pickle's bytes
+        return "a text file, not a checkpoint; check the path"
+    return None
 
 
 # The prefix a wrapper puts before every key of its model's state_dict: the wrapper, and how

@@ -3,6 +3,7 @@
 
 import contextlib
 import io
+import json
 import os
 import signal
 import tempfile
@@ -47,15 +48,26 @@ def bad_files(folder: Path) -> dict[str, str]:
     torch.save({f"_orig_mod.{k}": v for k, v in model.state_dict().items()},
                folder / "compiled.pth")
     torch.save({"w": CodeRunningPickle(folder / "CODE_RAN")}, folder / "evil.pth")
+    (folder / "page.pth").write_text("<!DOCTYPE html>\n<html><head><title>Sign in</title>")
+    # what a clone without Git LFS holds where the file should be (git-lfs's spec)
+    (folder / "lfs.pth").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:"
+                                    f"{'0' * 64}\nsize 3291\n")
+    safetensors(model.state_dict(), folder / "model.safetensors")
     saved_on("cuda", folder / "colab.pth")
     saved_on("mps", folder / "mac.pth")
     return {
         "missing.pth": "missing.pth: no such file; check the path, or train and save first",
         "empty.pth": "empty.pth: the file is empty (an interrupted save?); save it again",
-        "truncated.pth": "truncated.pth: not a checkpoint torch can read (PytorchStreamReader "
-                         "failed reading zip archive: failed finding central directory); save "
-                         "it again",
-        "notes.pth": "notes.pth: not a checkpoint torch can read (",
+        "truncated.pth": "truncated.pth: cut short (a zip archive without its end: a download "
+                         "or a save that stopped midway); download or save it again",
+        "notes.pth": "notes.pth: a text file, not a checkpoint; check the path",
+        "page.pth": "page.pth: a web page (HTML), not a checkpoint: the link gave a page, not "
+                    "the file; download the file itself",
+        "lfs.pth": "lfs.pth: a Git LFS pointer, not the file itself (a clone made without Git "
+                   "LFS); run git lfs pull in that clone, or download the file itself",
+        "model.safetensors": "model.safetensors: a safetensors file, not torch.save's: "
+                             "model.load_state_dict(safetensors.torch.load_file(PATH)) loads it "
+                             "(pip install safetensors)",
         "other_arch.pth": 'other_arch.pth: does not fit this model (Missing key(s) in '
                           'state_dict: "layers.0.weight"',
         "a_folder.pth": "a_folder.pth: a folder, not a saved file; check the path",
@@ -81,7 +93,21 @@ def files(tmp_path_factory):
     return folder, bad_files(folder)
 
 
+def safetensors(tensors: dict, path: Path) -> None:
+    """A safetensors file, as the format's specification lays it out (no package needed): the
+    JSON header's length (8 bytes, little-endian), the header, then the tensors' bytes."""
+    header, data = {}, b""
+    for name, tensor in tensors.items():
+        raw = tensor.contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+
+
 @pytest.mark.parametrize("name", ["missing.pth", "empty.pth", "truncated.pth", "notes.pth",
+                                  "page.pth", "lfs.pth", "model.safetensors",
                                   "other_arch.pth", "a_folder.pth", "general.pth", "ddp.pth",
                                   "compiled.pth", "evil.pth", "colab.pth", "mac.pth"])
 def test_a06_load_of_an_unusable_file_is_one_line(name, files, capsys):
@@ -92,6 +118,7 @@ def test_a06_load_of_an_unusable_file_is_one_line(name, files, capsys):
     assert code == 1
     assert len(err.splitlines()) == 1 and err.startswith(f"error: {folder / name}: "), err
     assert expected[name] in err
+    assert ("weights_only=False" in err) == (name == "evil.pth")  # only where objects are
     assert "Predicted" not in out
     assert not (folder / "CODE_RAN").exists()
 

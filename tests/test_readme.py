@@ -135,6 +135,47 @@ def test_every_error_line_troubleshooting_quotes_is_still_printed():
     assert [f for f in fragments if len(f) > 3 and f not in project_source()] == []
 
 
+def lesson_mistakes() -> dict:
+    """The mistakes learners make in the lesson's own lines, as they write them (issue trackers):
+    each a call that raises torch's error."""
+    import torch
+    import torch.nn.functional as F
+    w1 = torch.tensor([2.2], requires_grad=True)
+
+    def update_outside_no_grad():  # section 4's update, written without torch.no_grad()
+        w1.sub_(0.1 * torch.ones(1))
+
+    def loss_under_no_grad():
+        with torch.no_grad():
+            loss = (w1 * 1.1).sum()
+        loss.backward()
+
+    def mps_file_here(folder):
+        torch.save({"w": torch.ones(3)}, folder / "mac.pth")
+        torch.load(folder / "mac.pth", map_location="mps", weights_only=True)
+    logits = torch.randn(5, 2)
+    return {"labels of shape (N, 1)": lambda folder: F.cross_entropy(
+                logits, torch.tensor([[0], [0], [0], [1], [1]])),
+            "one-hot labels": lambda folder: F.cross_entropy(
+                logits, F.one_hot(torch.tensor([0, 0, 0, 1, 1]))),
+            "backward of several values": lambda folder: (w1 * torch.ones(2)).backward(),
+            "an update outside no_grad": lambda folder: update_outside_no_grad(),
+            "the loss under no_grad": lambda folder: loss_under_no_grad(),
+            "a Mac's map_location elsewhere": mps_file_here}
+
+
+@pytest.mark.parametrize("mistake", list(lesson_mistakes()))
+def test_a_mistake_in_the_lessons_lines_is_found_by_its_message(mistake, tmp_path):
+    """torch's words for it, today's, head an entry (where it was said "ran here")."""
+    import torch
+    if mistake.startswith("a Mac's") and torch.backends.mps.is_available():
+        pytest.skip("this machine has MPS: the file loads")
+    with pytest.raises(RuntimeError) as error:
+        lesson_mistakes()[mistake](tmp_path)
+    message = str(error.value).strip().splitlines()[0]
+    assert [heading for heading in headings(troubleshooting()) if message in heading], message
+
+
 def test_every_entry_a_script_names_exists():
     named = re.findall(r'see TROUBLESHOOTING\.md: "([^"]+)"', project_source())
     assert named
