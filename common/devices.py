@@ -8,6 +8,7 @@ import contextlib
 import os
 import platform
 import subprocess
+from collections import namedtuple
 from collections.abc import Iterable
 
 import torch
@@ -101,28 +102,47 @@ def no_distributed() -> str | None:
 def gpu_unused() -> str | None:
     """An NVIDIA GPU the driver shows (nvidia-smi) and torch does not use: a CPU-only build, or
     CUDA failing to start (a laptop's suspend, a container without /dev/nvidia-uvm, an old
-    driver); no nvidia-smi: container_without_gpus. CUDA_VISIBLE_DEVICES set: someone chose."""
-    if torch.cuda.is_available() or "CUDA_VISIBLE_DEVICES" in os.environ:
+    driver, an NVSwitch node without its fabric manager); nvidia-smi failing: the driver; none:
+    container_without_gpus. CUDA_VISIBLE_DEVICES set by the learner (not by SLURM for its job):
+    someone chose."""
+    if torch.cuda.is_available() or ("CUDA_VISIBLE_DEVICES" in os.environ and
+                                     not any(map(os.environ.get, SLURM_GPUS))):
         return None
-    if not (gpu := nvidia_smi()):
+    driver = nvidia_smi()
+    if driver is None or (driver.failure and hosted()):  # a notebook: its setting first
         return container_without_gpus()
+    if driver.failure:
+        return (f"nvidia-smi fails here ({driver.failure}), so the NVIDIA driver is not working "
+                f"and everything runs on the CPU; reboot (a driver updated since the last boot "
+                f"says so), and if it still fails, install the driver again")
+    named = (f"an NVIDIA GPU ({driver.gpus[0][0]})" if len(driver.gpus) == 1 else
+             f"NVIDIA GPUs ({', '.join(name for name, _ in driver.gpus)})")
     if torch.version.cuda is None:
         windows = ", as PyPI's torch for Windows always is" if platform.system() == "Windows" \
             else ""
-        return (f"this machine has an NVIDIA GPU ({gpu[0]}), but torch {torch.__version__} is "
-                f"a CPU-only build{windows}, so everything runs on the CPU; "
-                f"{install_advice(gpu[1])}")
+        return (f"this machine has {named}, but torch {torch.__version__} is a CPU-only build"
+                f"{windows}, so everything runs on the CPU; "
+                f"{install_advice([cap for _, cap in driver.gpus])}")
     try:
         torch.cuda.init()
-        reason = "it finds no GPU"
+        reason, error = "it finds no GPU", ""
     except Exception as err:  # torch's own words for why
-        reason = words(err).split(" - ")[0]
-    return (f"this machine has an NVIDIA GPU ({gpu[0]}), but CUDA cannot start in torch "
+        reason, error = words(err).split(" - ")[0], str(err)
+    if "Error 802" in error:  # "system not yet initialized": an NVSwitch node (A100/H100 SXM)
+        return (f"this machine has {named}, but CUDA cannot start in torch {torch.__version__} "
+                f"(Error 802: system not yet initialized): NVIDIA's fabric manager is not "
+                f"running; install nvidia-fabricmanager for this driver's version (nvidia-smi "
+                f"shows it) and start it (systemctl enable --now nvidia-fabricmanager), or ask "
+                f"the cluster's admins; everything runs on the CPU meanwhile")
+    return (f"this machine has {named}, but CUDA cannot start in torch "
             f"{torch.__version__} ({reason}), so everything runs on the CPU; after a laptop's "
             f"suspend, reboot; in a container, start it with the GPUs (docker run --gpus all); "
             f"a driver too old: update it (nvidia-smi shows its CUDA version)")
 
 
+# What SLURM sets in a job given GPUs, beside the CUDA_VISIBLE_DEVICES it sets for each (sbatch's
+# OUTPUT ENVIRONMENT VARIABLES; its GRES documentation)
+SLURM_GPUS = ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE")
 CONTAINER_FILES = ("/.dockerenv", "/run/.containerenv")  # Docker's, Podman's
 # Hosted notebooks, containers too, each with a variable of its own: the GPU is a setting
 NOTEBOOKS = {"COLAB_RELEASE_TAG": "this Colab runtime has no GPU: choose one under Runtime > "
@@ -131,14 +151,21 @@ NOTEBOOKS = {"COLAB_RELEASE_TAG": "this Colab runtime has no GPU: choose one und
              "Accelerator"}
 
 
+def hosted() -> str | None:
+    """The hosted notebook's note on choosing a GPU, in Colab or Kaggle; else None."""
+    return next((NOTEBOOKS[name] for name in NOTEBOOKS if name in os.environ), None)
+
+
 def container_without_gpus() -> str | None:
-    """gpu_unused, where no driver shows: a CUDA build in a hosted notebook without a GPU, or in
-    a container started without the GPUs (no --gpus, or no Container Toolkit), or with none."""
-    hosted = next((NOTEBOOKS[name] for name in NOTEBOOKS if name in os.environ), None)
-    if torch.version.cuda is None or not (hosted or any(map(os.path.exists, CONTAINER_FILES))):
+    """gpu_unused, where no driver shows: a hosted notebook without a GPU, whatever its build
+    (Colab's CPU runtime has a CPU build, its GPU runtime a CUDA one: googlecolab/backend-info's
+    pip-freeze.txt and pip-freeze.gpu.txt); a CUDA build in a container started without the
+    GPUs (no --gpus, or no Container Toolkit), or with none."""
+    if notebook := hosted():
+        build = " (torch, a CUDA build, sees none)" if torch.version.cuda else ""
+        return f"{notebook}, then run the cells again{build}"
+    if torch.version.cuda is None or not any(map(os.path.exists, CONTAINER_FILES)):
         return None
-    if hosted:
-        return f"{hosted}, then run the cells again (torch, a CUDA build, sees none)"
     return ("this runs in a container, where torch (a CUDA build) sees no GPU: if the machine "
             "has an NVIDIA GPU, start the container with it (docker run --gpus all, once the "
             "machine has NVIDIA's Container Toolkit)")
@@ -171,7 +198,7 @@ def gpu_missing_from_build(indices: Iterable[int] | None = None) -> str | None:
                   f"ROCm then runs {runs_as}'s code on it), or " if runs_as in built_for
                   else "") + f"install a ROCm build of torch that lists {arch} ({SELECTOR})"
     else:
-        advice = install_advice(capability(index))
+        advice = install_advice([capability(index)])
     failure = ("GPU operation would fail with 'HIP error: invalid device function'" if hip else
                "CUDA operation would fail with 'no kernel image is available'")
     return (f"GPU {index}, {torch.cuda.get_device_name(index)}, is {arch}, which torch "
@@ -208,16 +235,31 @@ def gfx(index: int) -> str:
 GFX_OVERRIDES = {"gfx103": ("10.3.0", "gfx1030", "RDNA2"), "gfx110": ("11.0.0", "gfx1100", "RDNA3")}
 
 
-def nvidia_smi() -> tuple[str, tuple[int, int] | None] | None:
-    """(name, compute capability, None from old drivers) of the driver's first GPU, or None."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        name, _, cap = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap",
-                                       "--format=csv,noheader"], capture_output=True, text=True,
-                                      timeout=20).stdout.partition("\n")[0].partition(",")
+Driver = namedtuple("Driver", "gpus failure")  # nvidia-smi's GPUs; or its words where it fails
+
+
+def nvidia_smi() -> Driver | None:
+    """The driver's GPUs, (name, compute capability, None from old drivers) each, in nvidia-smi's
+    order (the PCI bus's, not torch's fastest-first); where it fails (exit status 9: "NVIDIA-SMI
+    has failed because it couldn't communicate with the NVIDIA driver..."; 18: "Failed to
+    initialize NVML: Driver/library version mismatch"; on stdout), its first line. None without
+    nvidia-smi."""
+    try:
+        result = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap",
+                                 "--format=csv,noheader"], capture_output=True, text=True,
+                                timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0:
+        said = (result.stdout.strip() or result.stderr.strip()).partition("\n")[0]
+        return Driver([], said.split(". ")[0].rstrip(".") or f"exit status {result.returncode}")
+    gpus = []
+    for name, _, cap in (line.partition(",") for line in result.stdout.splitlines()):
         major, _, minor = cap.strip().partition(".")
-        return (name.strip(), (int(major), int(minor)) if (major + minor).isdigit() else None) \
-            if name.strip() else None
-    return None
+        if name.strip():
+            gpus.append((name.strip(), (int(major), int(minor)) if (major + minor).isdigit()
+                         else None))
+    return Driver(gpus, None) if gpus else None
 
 
 def runs_on(capability: tuple[int, int], built_for: list[str]) -> bool:
@@ -231,16 +273,20 @@ def runs_on(capability: tuple[int, int], built_for: list[str]) -> bool:
     return False
 
 
-def install_advice(capability: tuple[int, int] | None) -> str:
-    """pip's command for this release built for the oldest CUDA that runs on the GPU (the
-    oldest driver), from torch's list of its builds (PYTORCH_RELEASES_CODE_CC: {cuda: {host:
-    codes}}, {cuda: codes} in 2.11 and 2.12). From 2.15 none runs before sm_75 (2.14's cu126)."""
+def install_advice(capabilities: list[tuple[int, int] | None]) -> str:
+    """pip's command for this release built for the oldest CUDA that runs on every GPU listed
+    (the oldest driver), from torch's list of its builds (PYTORCH_RELEASES_CODE_CC: {cuda: {host:
+    codes}}, {cuda: codes} in 2.11 and 2.12). From 2.15 none runs before sm_75 (2.14's cu126).
+    A capability None (an old driver's nvidia-smi) fits any."""
+    known = [cap for cap in capabilities if cap is not None]
     release = torch.__version__.split("+")[0]
-    if capability is not None and capability < (7, 5) and \
+    oldest = min(known, default=None)
+    these = "this GPU" if len(capabilities) == 1 else "these GPUs"
+    if oldest is not None and oldest < (7, 5) and \
             tuple(map(int, release.split(".")[:2])) >= (2, 15):
         newer = tuple(map(int, platform.python_version_tuple()[:2])) >= (3, 15)
         return (f'pip install "torch<2.15" --index-url {INDEX}/cu126 installs torch 2.14, the '
-                f"last built for this GPU (sm_{capability[0]}{capability[1]}: torch 2.15 needs "
+                f"last built for {these} (sm_{oldest[0]}{oldest[1]}: torch 2.15 needs "
                 f"sm_75 or newer)" + (f", for Python 3.10 to 3.14: make .venv again with one of "
                 f"them first (this is Python {platform.python_version()})" if newer else ""))
     releases = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", None)
@@ -248,16 +294,16 @@ def install_advice(capability: tuple[int, int] | None) -> str:
         return f"{SELECTOR} gives the pip command for a CUDA build (add --force-reinstall)"
     host = "aarch64" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64"
     fitting = sorted((tuple(map(int, cuda.split("."))), cuda) for cuda, codes in
-                     releases.items() if capability is None or runs_on(capability, [
+                     releases.items() if all(runs_on(cap, [
                          f"sm_{code}" for code in (codes.get(host, ()) if isinstance(codes, dict)
-                                                   else codes)]))
+                                                   else codes)]) for cap in known))
     if not fitting:
-        return f"no CUDA build of torch {release} runs on this GPU; another may ({SELECTOR})"
+        return f"no CUDA build of torch {release} runs on {these}; another may ({SELECTOR})"
     tag = "cu" + fitting[0][1].replace(".", "")
     # --extra-index-url: torch+cuXXY is only on PyTorch's index, and what it needs that the
     # index lacks at times comes from PyPI (pytorch/pytorch#172926, #193491)
     return (f'pip install "torch=={release}+{tag}" --extra-index-url {INDEX}/{tag} installs torch '
-            f"{release} built for CUDA {fitting[0][1]}, which runs on this GPU")
+            f"{release} built for CUDA {fitting[0][1]}, which runs on {these}")
 
 
 def gpu_shortage(processes_here: int) -> str | None:

@@ -102,7 +102,8 @@ def a07_device(text: str) -> torch.device | None:
                                          f"{', '.join(kinds)})")
     if text not in ("auto", "cpu", found):
         raise argparse.ArgumentError(None, f"argument --device {text}: " + (
-            f"this machine has no usable CUDA GPU (torch {torch.__version__})"
+            (devices.gpu_unused() or f"this machine has no usable CUDA GPU (torch "
+                                     f"{torch.__version__})")
             if text == "cuda" else "MPS is not available here: "
             f"{devices.mps_off() or 'it needs an Apple-silicon Mac'}") + "; use --device auto "
             "or cpu")
@@ -159,6 +160,7 @@ def a08(doc: str) -> argparse.Namespace:
         why = shortage if platform.system() == "Windows" else unseen or shortage
         if args.device == "cuda":
             parser.error(f"argument --device cuda: {why}")
-        if launch.rank == 0 and (torch.cuda.device_count() or unseen):  # a GPU to speak of
+        # said on each machine's first process: another machine's GPUs may serve (NCCL there)
+        if launch.local_rank == 0 and (torch.cuda.device_count() or unseen):  # a GPU to speak of
             print(f"Note: training on the CPU: {why}")
     return args

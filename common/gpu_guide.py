@@ -272,6 +272,7 @@ def train_in_precision(amp: str | None, device: torch.device) -> tuple[list[floa
 
 
 AMPERE = (8, 0)  # the CUDA capability from which tensor cores compute TF32 and bfloat16
+VOLTA = (7, 0)  # from which tensor cores compute float16 (the GTX 10xx's 6.1 computes it slowly)
 # AMD's GPUs (ROCm's torch, where get_device_capability gives gfx numbers, not NVIDIA's): matrix
 # cores for float16 and bfloat16 on CDNA (gfx908 on) and on RDNA3 and RDNA4, the GPUs ROCm's
 # rocWMMA is built for; TF32 (AMD's XF32) on gfx94x and gfx95x, as torch.cuda.is_tf32_supported
@@ -298,6 +299,12 @@ def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype,
     if capability >= AMPERE:
         return ([("TF32", torch.float32, True), ("bfloat16", torch.bfloat16, False),
                  ("float16", torch.float16, False)], "")
+    if capability < VOLTA:
+        return ([("float16", torch.float16, False)],
+                f"No tensor cores below compute capability 7.0 (this GPU: {capability[0]}."
+                f"{capability[1]}): float16 runs on the ordinary cores, on a GTX 10xx at a "
+                f"fraction of float32's speed (a P100: about twice); TF32 and bfloat16 not "
+                f"offered.")
     return ([("float16", torch.float16, False)],
             f"TF32 and bfloat16: no tensor cores for them below compute capability 8.0 (this "
             f"GPU: {capability[0]}.{capability[1]}; torch emulates bfloat16, slower than "

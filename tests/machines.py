@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+import warnings
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -41,6 +42,11 @@ class Machine:
     notebook: str | None = None
     container: bool = False
     cuda_starts: bool = True  # False: after a laptop's suspend, torch's CUDA fails to start
+    cuda_error: str = ("CUDA unknown error - this may be due to an incorrectly set up "
+                       "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after "
+                       "program start. Setting the available devices to be zero.")  # its words
+    smi_failure: tuple | None = None  # nvidia-smi's (exit status, stdout) where it fails
+    pci_order: tuple | None = None  # the GPUs' indices in nvidia-smi's order, where not torch's
     mps: bool = False  # MPS available
     mps_built: bool = True
     macos: str = "15.1"
@@ -86,8 +92,12 @@ def simulate(machine: Machine, monkeypatch, folder) -> None:
     monkeypatch.setattr(torch.version, "hip", "6.4.43484" if machine.rocm else None)
     monkeypatch.setattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", CUDA_BUILDS, raising=False)
 
+    def number(index) -> int:  # torch takes None, an index, "cuda:1" or a torch.device
+        index = torch.device(index) if isinstance(index, str) else index
+        return (index.index or 0) if isinstance(index, torch.device) else index or 0
+
     def properties(index=None):  # ROCm's capability: gfx1032 (10, 3), gfx90a (9, 0)
-        name, arch = seen[index or 0]
+        name, arch = seen[number(index)]
         digits = arch[3:].split(":")[0] if machine.rocm else ""
         major, minor = (int(digits[:-2]), int(digits[-2])) if machine.rocm else arch
         return SimpleNamespace(name=name, gcnArchName=arch if machine.rocm else "",
@@ -95,15 +105,19 @@ def simulate(machine: Machine, monkeypatch, folder) -> None:
 
     def init():
         if not machine.cuda_starts:
-            raise RuntimeError("CUDA unknown error - this may be due to an incorrectly set up "
-                               "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES "
-                               "after program start. Setting the available devices to be zero.")
+            raise RuntimeError(machine.cuda_error)
+
+    def is_available() -> bool:  # a CUDA build whose CUDA fails warns so (torch/cuda/__init__.py)
+        if cuda and machine.gpus and not machine.cuda_starts:
+            warnings.warn(f"CUDA initialization: {machine.cuda_error} (Triggered internally at "
+                          f"/pytorch/c10/cuda/CUDAFunctions.cpp:119.)", UserWarning, stacklevel=2)
+        return bool(seen)
     accelerator = "cuda" if seen else "mps" if machine.mps else None
     for module, query, value in [
-            (torch.cuda, "is_available", lambda: bool(seen)),
+            (torch.cuda, "is_available", is_available),
             (torch.cuda, "device_count", lambda: len(seen)),
             (torch.cuda, "get_arch_list", lambda: BUILDS[machine.build]),
-            (torch.cuda, "get_device_name", lambda index=None: seen[index or 0][0]),
+            (torch.cuda, "get_device_name", lambda index=None: seen[number(index)][0]),
             (torch.cuda, "get_device_capability",
              lambda index=None: (properties(index).major, properties(index).minor)),
             (torch.cuda, "get_device_properties", properties), (torch.cuda, "init", init),
@@ -117,8 +131,14 @@ def simulate(machine: Machine, monkeypatch, folder) -> None:
 
 
 def answer(machine: Machine, command: list[str]) -> subprocess.CompletedProcess:
-    """The commands devices runs, as the machine answers them: NVIDIA's driver, macOS's."""
-    nvidia = [gpu for gpu in machine.gpus if gpu[0].startswith(("NVIDIA", "Tesla"))]
+    """The commands devices runs, as the machine answers them: NVIDIA's driver (nvidia-smi lists
+    in the PCI bus's order; where it fails, its words go to stdout with a non-zero status:
+    anderskm/gputil#26, #55), macOS's."""
+    order = machine.pci_order or range(len(machine.gpus))
+    nvidia = [machine.gpus[i] for i in order if machine.gpus[i][0].startswith(("NVIDIA", "Tesla"))]
+    if command[0] == "nvidia-smi" and machine.smi_failure:  # its words, on stdout
+        return subprocess.CompletedProcess(command, machine.smi_failure[0],
+                                           machine.smi_failure[1], "")
     if command[0] == "nvidia-smi" and nvidia:
         lines = "".join(f"{name}, {cap[0]}.{cap[1]}\n" for name, cap in nvidia)
         return subprocess.CompletedProcess(command, 0, lines, "")

@@ -45,8 +45,9 @@ def not_built_for(gpu: int, name: str, arch: str, build: str, listed: str, advic
 
 
 HOSTED = " (torch, a CUDA build, sees none)"
-COLAB = ("this Colab runtime has no GPU: choose one under Runtime > Change runtime type (a T4), "
-         "then run the cells again" + HOSTED)
+COLAB_CPU = ("this Colab runtime has no GPU: choose one under Runtime > Change runtime type (a "
+             "T4), then run the cells again")
+COLAB = COLAB_CPU + HOSTED
 KAGGLE = ("this Kaggle notebook has no accelerator: choose a GPU under the notebook's Settings > "
           "Accelerator, then run the cells again" + HOSTED)
 DOCKER = ("this runs in a container, where torch (a CUDA build) sees no GPU: if the machine has "
@@ -87,6 +88,33 @@ ROSETTA = ("this Python is an Intel (x86_64) build running under Rosetta on an A
            "so it gets torch 2.2.2 at most, whose MPS there computes argmax wrongly "
            "(pytorch/pytorch#98191); install a native arm64 Python (python.org's installer, or "
            "Homebrew's in /opt/homebrew), then make .venv again with it")
+# nvidia-smi's own words where the driver fails (anderskm/gputil#26, #55): exit status 9, 18
+SMI_9 = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+         "that the latest NVIDIA driver is installed and running.\n\n")
+SMI_18 = "Failed to initialize NVML: Driver/library version mismatch\n"
+
+
+def driver_fails(said: str) -> str:
+    return (f"nvidia-smi fails here ({said}), so the NVIDIA driver is not working and everything "
+            f"runs on the CPU; reboot (a driver updated since the last boot says so), and if it "
+            f"still fails, install the driver again")
+
+
+# CUDA on an NVSwitch node without NVIDIA's fabric manager (huggingface/huggingface_hub#4134)
+ERROR_802 = ("Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+             "calling NumCudaDevices() that might have already set an error? Error 802: system "
+             "not yet initialized")
+H100, A100 = ("NVIDIA H100 80GB HBM3", (9, 0)), ("NVIDIA A100-SXM4-80GB", (8, 0))
+FABRIC = ("this machine has an NVIDIA GPU (NVIDIA H100 80GB HBM3), but CUDA cannot start in torch "
+          "2.13.0+cu126 (Error 802: system not yet initialized): NVIDIA's fabric manager is not "
+          "running; install nvidia-fabricmanager for this driver's version (nvidia-smi shows "
+          "it) and start it (systemctl enable --now nvidia-fabricmanager), or ask the cluster's "
+          "admins; everything runs on the CPU meanwhile")
+# a CPU build beside two GPUs, nvidia-smi listing the 3090 first: a build for both, not the first
+TWO_GPUS = ("this machine has NVIDIA GPUs (NVIDIA GeForce RTX 3090, NVIDIA GeForce RTX 5090), but "
+            "torch 2.13.0+cpu is a CPU-only build, so everything runs on the CPU; "
+            + CU129_ADVICE.replace("this GPU", "these GPUs"))
+SLURM_A100 = cpu_build_beside(A100[0]).replace(CU129_ADVICE, CU126_ADVICE)
 JETSON = ("this is an NVIDIA Jetson, whose GPU torch 2.13.0+cpu cannot use: neither PyPI's nor "
           "PyTorch's ARM wheels are built for it; install NVIDIA's torch wheel for your JetPack "
           "version (NVIDIA's 'PyTorch for Jetson' page)")
@@ -120,10 +148,14 @@ ROWS = {  # a row: the machine, and in words beside it what a01 tells that learn
     "Linux, RTX 5090, a CPU build": (Machine(gpus=(RTX_5090,)),
                                      Says([cpu_build_beside(RTX_5090[0])],
                                           a08_note=cpu_build_beside(RTX_5090[0]))),
-    # Colab's CPU runtime (Kaggle's without an accelerator): a CUDA build in a container, no
-    # GPU; the GPU comes from the notebook's setting, not from docker
-    "Colab CPU": (Machine(build="cu126", notebook="COLAB_RELEASE_TAG", container=True),
-                  Says([COLAB], a08_note=COLAB)),
+    # Colab's CPU runtime: a CPU build (googlecolab/backend-info a724079, 2026-08-19,
+    # pip-freeze.txt: torch 2.11.0+cpu; pip-freeze.gpu.txt: 2.11.0+cu128) in a container, no
+    # GPU; the GPU comes from the notebook's setting, not from docker or another build
+    "Colab CPU": (Machine(notebook="COLAB_RELEASE_TAG", container=True),
+                  Says([COLAB_CPU], a08_note=COLAB_CPU)),
+    "Colab CPU before 2026-08, a CUDA build": (
+        Machine(build="cu126", notebook="COLAB_RELEASE_TAG", container=True),
+        Says([COLAB], a08_note=COLAB)),
     "Kaggle, no accelerator": (Machine(build="cu126", notebook="KAGGLE_KERNEL_RUN_TYPE",
                                        container=True), Says([KAGGLE], a08_note=KAGGLE)),
     "Colab T4": (Machine(build="cu126", gpus=(("Tesla T4", (7, 5)),),
@@ -135,6 +167,24 @@ ROWS = {  # a row: the machine, and in words beside it what a01 tells that learn
     "Docker, a CPU build": (Machine(container=True), Says([])),  # chosen for the CPU: silent
     "CUDA that cannot start": (Machine(build="cu126", gpus=(RTX_3090,), cuda_starts=False),
                                Says([SUSPENDED], a08_note=SUSPENDED)),
+    "H100 SXM without the fabric manager": (
+        Machine(build="cu126", gpus=(H100,), cuda_starts=False, cuda_error=ERROR_802),
+        Says([FABRIC], a08_note=FABRIC)),
+    # the driver not loaded (a kernel updated, Secure Boot), or updated without a reboot
+    "Linux, the driver not running, a CPU build": (
+        Machine(gpus=(RTX_3090,), smi_failure=(9, SMI_9)),
+        Says([driver_fails(SMI_9.split(". ")[0])], a08_note=driver_fails(SMI_9.split(". ")[0]))),
+    "Linux, a driver updated without a reboot, cu126": (
+        Machine(build="cu126", gpus=(RTX_3090,), cuda_starts=False, smi_failure=(18, SMI_18)),
+        Says([driver_fails(SMI_18.strip())], a08_note=driver_fails(SMI_18.strip()))),
+    # SLURM sets CUDA_VISIBLE_DEVICES for every job given a GPU: not the learner's choice
+    "SLURM job with an A100, a CPU build": (
+        Machine(gpus=(A100,), env=(("CUDA_VISIBLE_DEVICES", "0"), ("SLURM_JOB_ID", "4242"),
+                                   ("SLURM_JOB_GPUS", "3"), ("SLURM_GPUS_ON_NODE", "1"))),
+        Says([SLURM_A100], a08_note=SLURM_A100)),
+    "RTX 5090 and RTX 3090, a CPU build": (
+        Machine(gpus=(RTX_5090, RTX_3090), pci_order=(1, 0)),
+        Says([TWO_GPUS], a08_note=TWO_GPUS)),
     "RTX 3090, cu126": (Machine(build="cu126", gpus=(RTX_3090,)),
                         Says([], a07="cuda", a08="nccl")),
     "RTX 3090, a build for sm_80": (Machine(build="sm80", gpus=(RTX_3090,)),
@@ -199,6 +249,7 @@ def notes(text: str) -> list[str]:
     return [line.removeprefix("Note: ") for line in text.splitlines() if line.startswith("Note: ")]
 
 
+@pytest.mark.filterwarnings("ignore:CUDA initialization")  # torch's own, where CUDA fails
 @pytest.mark.parametrize("row", ROWS)
 def test_every_note_is_true_on_the_learners_machine(row, monkeypatch, tmp_path, capsys):
     machine, says = ROWS[row]
@@ -209,6 +260,10 @@ def test_every_note_is_true_on_the_learners_machine(row, monkeypatch, tmp_path, 
     if says.a07 == "stops":  # before section 9.1's first operation on the GPU
         assert run_main("a07_gpu_single.py", [], capsys) == (1, "", f"error: {says.a01[-1]}\n")
     elif says.a07 == "cpu":
+        if machine.gpus and machine.system != "Darwin":  # asked for, the GPU's line
+            code, _, err = run_main("a07_gpu_single.py", ["--device", "cuda"], capsys)
+            assert code == 2 and err.splitlines()[-1].endswith(
+                f"--device cuda: {says.a01[-1]}; use --device auto or cpu"), err
         code, out, err = run_main("a07_gpu_single.py", [], capsys)
         assert code == 0, err
         assert "Training device: cpu (no accelerator found)." in out
@@ -351,6 +406,24 @@ def test_a08_trains_on_the_cpu_where_the_gpus_cannot_serve_and_says_why(
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2 * processes)
     assert devices.gpu_of_its_own("auto") is (system == "Linux")
     assert not devices.gpu_of_its_own("cpu")
+
+
+def test_the_fall_back_is_said_on_the_machine_that_falls_back(monkeypatch, capsys):
+    """Two machines whose GPUs differ: the second (RANK 2 and 3) has one GPU for its two
+    processes and trains on the CPU; its first process says so there, where the learner reads
+    that machine's output (global rank 0 is on the other machine)."""
+    from common import flags
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py"])
+    for rank, local_rank in ((2, 0), (3, 1)):
+        for name, value in dict(RANK=rank, LOCAL_RANK=local_rank, WORLD_SIZE=4,
+                                LOCAL_WORLD_SIZE=2, MASTER_ADDR="10.0.0.1").items():
+            monkeypatch.setenv(name, str(value))
+        flags.a08(None)
+        assert capsys.readouterr().out == ("Note: training on the CPU: 2 processes on this "
+                                           "machine but only 1 GPU(s), and NCCL refuses two "
+                                           "processes on one GPU; start 1, or use --device cpu"
+                                           "\n" if local_rank == 0 else "")
 
 
 def test_a_torch_without_torch_distributed(monkeypatch, capsys, tmp_path):
