@@ -532,3 +532,19 @@ def test_the_default_suite_passes_on_machines_with_an_accelerator(tmp_path):
     for process in runs.values():
         out = process.communicate(timeout=900)[0]
         assert process.returncode == 0 and re.search(r"\d+ passed", out), out[-5000:]
+
+
+@pytest.mark.stress
+@pytest.mark.skipif(sys.platform == "win32", reason=".ci/gpu-check is a bash script")
+def test_gpu_check_runs_every_step_and_fails_where_no_gpu_serves(tmp_path):
+    """.ci/gpu-check where torch sees no CUDA GPU (every child here: shims/cpu_only): its gpu
+    tests skip and its GPU runs train on the CPU, yet every step runs and is reported, each by
+    what it printed, and it exits non-zero at the end."""
+    result = subprocess.run(["bash", str(ROOT / ".ci" / "gpu-check")], capture_output=True,
+                            text=True, timeout=900, env=clean_env())
+    reported = dict(re.findall(r"^##### (.+): (passed|FAILED)$", result.stdout, re.M))
+    assert reported == {"gpu tests": "FAILED", "the README's pytest": "passed",
+                        "a07 on the GPU": "FAILED", "a07 --device cpu beside the GPUs": "passed",
+                        "a08 under torchrun": "FAILED", "a08 --spawn 1": "FAILED"}, \
+        result.stdout[-3000:]
+    assert result.returncode == 1 and "^Training device: cuda$" in result.stdout
