@@ -413,6 +413,7 @@ def test_the_fall_back_is_said_on_the_machine_that_falls_back(monkeypatch, capsy
     processes and trains on the CPU; its first process says so there, where the learner reads
     that machine's output (global rank 0 is on the other machine)."""
     from common import flags
+    monkeypatch.setattr(platform, "system", lambda: "Linux")  # two Linux machines
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(sys, "argv", ["a08_ddp_torchrun.py"])
     for rank, local_rank in ((2, 0), (3, 1)):
