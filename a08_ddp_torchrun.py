@@ -174,5 +174,5 @@ if __name__ == "__main__":
     torch.manual_seed(123)
     num_epochs = 3
     # EXTRA: for main(rank, world_size, num_epochs): with our options, or in --spawn's processes
-    processes.launch(main, rank, world_size, num_epochs, spawn=args.spawn,
-                     snapshot=args.snapshot, timeout=args.timeout, device=args.device)
+    processes.start(main, rank, world_size, num_epochs, spawn=args.spawn,
+                    snapshot=args.snapshot, timeout=args.timeout, device=args.device)

@@ -79,8 +79,8 @@ def store_for_torchrun_restarts(timeout: float) -> dist.Store | None:
     return dist.PrefixStore(f"a08/attempt{starts}", agent)
 
 
-def launch(main: Callable[..., None], rank: int, world_size: int, *args: object,
-           spawn: int | None = None, **kwargs: object) -> None:
+def start(main: Callable[..., None], rank: int, world_size: int, *args: object,
+          spawn: int | None = None, **kwargs: object) -> None:
     """a08's ``main(rank, world_size, *args, **kwargs)``: in this process, run so that an error
     is one line (``runner.run``), or with --spawn N in N new processes (``start_processes``)."""
     if spawn:

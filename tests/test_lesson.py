@@ -117,7 +117,7 @@ A08_WRITES_OTHERWISE = {  # the text's line -> a08's, which carries (or stands u
     'rank = int(os.environ["LOCAL_RANK"])': 'if "RANK" in os.environ:',
     'elif "RANK" in os.environ:': 'if "RANK" in os.environ:',
     "main(rank, world_size, num_epochs)":
-        "processes.launch(main, rank, world_size, num_epochs, spawn=args.spawn,",
+        "processes.start(main, rank, world_size, num_epochs, spawn=args.spawn,",
 }
 
 
