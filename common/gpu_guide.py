@@ -300,11 +300,10 @@ def lower_precisions(device: torch.device) -> tuple[list[tuple[str, torch.dtype,
         return ([("TF32", torch.float32, True), ("bfloat16", torch.bfloat16, False),
                  ("float16", torch.float16, False)], "")
     if capability < VOLTA:
-        return ([("float16", torch.float16, False)],
-                f"No tensor cores below compute capability 7.0 (this GPU: {capability[0]}."
-                f"{capability[1]}): float16 runs on the ordinary cores, on a GTX 10xx at a "
-                f"fraction of float32's speed (a P100: about twice); TF32 and bfloat16 not "
-                f"offered.")
+        return [], (f"TF32, bfloat16 and float16: no tensor cores below compute capability 7.0 "
+                    f"(this GPU: {capability[0]}.{capability[1]}); float16 runs on the ordinary "
+                    f"cores, on a GTX 10xx at a fraction of float32's speed (a P100: about "
+                    f"twice), so not offered.")
     return ([("float16", torch.float16, False)],
             f"TF32 and bfloat16: no tensor cores for them below compute capability 8.0 (this "
             f"GPU: {capability[0]}.{capability[1]}; torch emulates bfloat16, slower than "

@@ -334,7 +334,7 @@ def test_benchmark_shows_the_lower_precisions(guides):
     ("cuda", (7, 5), ["float16"], "below compute capability 8.0 (this GPU: 7.5; torch "
                                   "emulates bfloat16"),  # Colab's T4
     ("cuda", (8, 0), ["TF32", "bfloat16", "float16"], ""),
-    ("cuda", (6, 1), ["float16"], "on a GTX 10xx at a fraction of float32's speed"),  # Pascal
+    ("cuda", (6, 1), [], "on a GTX 10xx at a fraction of float32's speed"),  # Pascal
     ("mps", None, ["bfloat16", "float16"], "CUDA GPUs only"),
     ("cpu", None, ["bfloat16"], "CUDA GPUs only"),
     # ROCm answers gfx numbers as capabilities (gfx1030: (10, 3), gfx906 and gfx90a: (9, 0))
