@@ -543,9 +543,12 @@ def test_gpu_check_runs_every_step_and_fails_where_no_gpu_serves(tmp_path):
     what it printed, and it exits non-zero at the end."""
     result = subprocess.run(["bash", str(ROOT / ".ci" / "gpu-check")], capture_output=True,
                             text=True, timeout=900, env=clean_env())
-    reported = dict(re.findall(r"^##### (.+): (passed|FAILED)$", result.stdout, re.M))
+    reported = {name: result for result, name in
+                re.findall(r"^##### (passed|FAILED): (.+)$", result.stdout, re.M)}
+    gpu_tests = result.stdout[:result.stdout.index("##### the README's pytest")]
     assert reported == {"gpu tests": "FAILED", "the README's pytest": "passed",
                         "a07 on the GPU": "FAILED", "a07 --device cpu beside the GPUs": "passed",
                         "a08 under torchrun": "FAILED", "a08 --spawn 1": "FAILED"}, \
-        result.stdout[-3000:]
+        gpu_tests[-3000:] + result.stdout[-3000:]
+    assert re.search(r"^SKIPPED .*test_gpu\.py.*needs a CUDA GPU", gpu_tests, re.M), gpu_tests
     assert result.returncode == 1 and "^Training device: cuda$" in result.stdout

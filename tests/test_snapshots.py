@@ -99,7 +99,7 @@ LEARNERS_EDITS = {  # what the text invites a learner to change, and what a08 th
     "three classes": ("a08_ddp_torchrun.py", {"num_outputs=2)": "num_outputs=3)"},
                       "the model's layers.4.weight is (2, 20) in the snapshot, (3, 20) in this "
                       "script"),
-    "compiled": ("a08_ddp_torchrun.py", {"model = model.to(device)": "model = torch.compile("
+    "compiled": ("a08_ddp_torchrun.py", {"    model.to(device)": "    model = torch.compile("
                                          "model.to(device))"},  # state_dict's keys; no compile
                  "this script's model is wrapped by torch.compile, its keys starting with "
                  "'_orig_mod.', the snapshot's not"),
